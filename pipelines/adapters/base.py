@@ -1,0 +1,21 @@
+"""What every format adapter shares: the raw record handed between read and normalize."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One input record before normalization.
+
+    ``payload`` is either bytes (a JSONL line not yet parsed, so one bad line fails alone) or
+    an already parsed JSON value (an element of a JSON array file, a Parquet row, a whole file).
+    ``locator`` names the record inside its file: ``line 7``, ``item 2``, ``row 5`` or ``file``.
+    """
+
+    source: str
+    locator: str
+    format: str | None
+    payload: Any

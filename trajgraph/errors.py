@@ -1,0 +1,37 @@
+"""One exception root for trajgraph; vendor errors are wrapped with ``raise ... from e``."""
+
+from __future__ import annotations
+
+
+class TrajgraphError(Exception):
+    """Root of every error trajgraph raises on purpose."""
+
+
+class ConfigError(TrajgraphError):
+    """Settings or command-line values that cannot work."""
+
+
+class InputError(TrajgraphError):
+    """A log file or record that cannot be read, parsed or normalized.
+
+    Carries the file and record locator so dead-letter rows and messages name them.
+    """
+
+    def __init__(self, reason: str, *, source: str = "", locator: str = "") -> None:
+        self.reason = reason
+        self.source = source
+        self.locator = locator
+        where = f"{source}" + (f" [{locator}]" if locator else "")
+        super().__init__(f"{where}: {reason}" if where else reason)
+
+
+class SchemaValidationError(InputError):
+    """A record that parsed but does not satisfy its JSON Schema contract."""
+
+
+class GraphError(TrajgraphError):
+    """Neo4j is unreachable, misconfigured, or rejected a write."""
+
+
+class ServerError(TrajgraphError):
+    """The local Neo4j server could not be fetched, started or stopped."""

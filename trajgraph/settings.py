@@ -1,0 +1,106 @@
+"""Settings read from the environment: the only place trajgraph looks at os.environ.
+
+Everything below the CLI receives a Settings (or the pieces it needs) as arguments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from trajgraph.errors import ConfigError
+
+DEFAULT_NEO4J_VERSION = "5.26.30"
+
+
+def _default_home() -> Path:
+    return Path.home() / ".cache" / "trajgraph"
+
+
+@dataclass(frozen=True)
+class Neo4jSettings:
+    uri: str = "bolt://127.0.0.1:7687"
+    user: str = "neo4j"
+    password: str = "trajgraph-local"
+    database: str = "neo4j"
+
+
+@dataclass(frozen=True)
+class LocalServerSettings:
+    """The embedded default: a Neo4j Community server fetched with Maven and run from jars."""
+
+    version: str = DEFAULT_NEO4J_VERSION
+    home: Path = field(default_factory=lambda: _default_home() / "neo4j")
+    data_dir: Path | None = None  # default: <home>/<version>/data
+    bolt_port: int = 7687
+    heap: str = "512m"
+    pagecache: str = "256m"
+    java_home: Path | None = None
+    start_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
+    local: LocalServerSettings = field(default_factory=LocalServerSettings)
+    tenant: str = "default"
+    token_budget: int = 2048
+    write_batch_size: int = 1000
+
+    def with_neo4j(self, **changes: object) -> Settings:
+        return replace(self, neo4j=replace(self.neo4j, **changes))  # type: ignore[arg-type]
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from e
+
+
+def load(env: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from environment variables (see the README's configuration table)."""
+    env = os.environ if env is None else env
+    uri = env.get("NEO4J_URI") or "bolt://127.0.0.1:7687"
+    port_from_uri = _port_of(uri)
+    local = LocalServerSettings(
+        version=env.get("TRAJGRAPH_NEO4J_VERSION") or DEFAULT_NEO4J_VERSION,
+        home=Path(env["TRAJGRAPH_NEO4J_HOME"]) if env.get("TRAJGRAPH_NEO4J_HOME") else _default_home() / "neo4j",
+        data_dir=Path(env["TRAJGRAPH_NEO4J_DATA"]) if env.get("TRAJGRAPH_NEO4J_DATA") else None,
+        bolt_port=_int(env, "TRAJGRAPH_NEO4J_PORT", port_from_uri),
+        heap=env.get("TRAJGRAPH_NEO4J_HEAP") or "512m",
+        pagecache=env.get("TRAJGRAPH_NEO4J_PAGECACHE") or "256m",
+        java_home=Path(env["TRAJGRAPH_JAVA_HOME"]) if env.get("TRAJGRAPH_JAVA_HOME") else None,
+    )
+    neo = Neo4jSettings(
+        uri=uri,
+        user=env.get("NEO4J_USER") or "neo4j",
+        password=env.get("NEO4J_PASSWORD") or "trajgraph-local",
+        database=env.get("NEO4J_DATABASE") or "neo4j",
+    )
+    budget = _int(env, "TRAJGRAPH_TOKEN_BUDGET", 2048)
+    if budget < 64:
+        raise ConfigError(f"TRAJGRAPH_TOKEN_BUDGET must be at least 64, got {budget}")
+    return Settings(
+        neo4j=neo,
+        local=local,
+        tenant=env.get("TRAJGRAPH_TENANT") or "default",
+        token_budget=budget,
+        write_batch_size=_int(env, "TRAJGRAPH_WRITE_BATCH", 1000),
+    )
+
+
+def _port_of(uri: str) -> int:
+    rest = uri.split("://", 1)[-1]
+    host_port = rest.split("/", 1)[0]
+    if ":" in host_port:
+        try:
+            return int(host_port.rsplit(":", 1)[1])
+        except ValueError as e:
+            raise ConfigError(f"NEO4J_URI has a bad port: {uri!r}") from e
+    return 7687
