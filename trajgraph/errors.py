@@ -6,6 +6,10 @@ from __future__ import annotations
 class TrajgraphError(Exception):
     """Root of every error trajgraph raises on purpose."""
 
+    def __repr__(self) -> str:
+        # Beam's dead-letter output carries repr(exc): keep it a readable one-line message.
+        return f"{type(self).__name__}: {self}"
+
 
 class ConfigError(TrajgraphError):
     """Settings or command-line values that cannot work."""
@@ -35,3 +39,4 @@ class GraphError(TrajgraphError):
 
 class ServerError(TrajgraphError):
     """The local Neo4j server could not be fetched, started or stopped."""
+

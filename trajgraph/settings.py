@@ -39,6 +39,10 @@ class LocalServerSettings:
     pagecache: str = "256m"
     java_home: Path | None = None
     start_timeout_s: float = 120.0
+    # Where conf, pid file and logs live: default <home>/<version>/run.
+    run_dir: Path | None = None
+    # JAVA_HOME from the environment: tried after java_home (TRAJGRAPH_JAVA_HOME), before PATH.
+    system_java_home: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -70,12 +74,18 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     port_from_uri = _port_of(uri)
     local = LocalServerSettings(
         version=env.get("TRAJGRAPH_NEO4J_VERSION") or DEFAULT_NEO4J_VERSION,
-        home=Path(env["TRAJGRAPH_NEO4J_HOME"]) if env.get("TRAJGRAPH_NEO4J_HOME") else _default_home() / "neo4j",
+        home=(
+            Path(env["TRAJGRAPH_NEO4J_HOME"])
+            if env.get("TRAJGRAPH_NEO4J_HOME")
+            else _default_home() / "neo4j"
+        ),
         data_dir=Path(env["TRAJGRAPH_NEO4J_DATA"]) if env.get("TRAJGRAPH_NEO4J_DATA") else None,
         bolt_port=_int(env, "TRAJGRAPH_NEO4J_PORT", port_from_uri),
         heap=env.get("TRAJGRAPH_NEO4J_HEAP") or "512m",
         pagecache=env.get("TRAJGRAPH_NEO4J_PAGECACHE") or "256m",
         java_home=Path(env["TRAJGRAPH_JAVA_HOME"]) if env.get("TRAJGRAPH_JAVA_HOME") else None,
+        run_dir=Path(env["TRAJGRAPH_NEO4J_RUN"]) if env.get("TRAJGRAPH_NEO4J_RUN") else None,
+        system_java_home=Path(env["JAVA_HOME"]) if env.get("JAVA_HOME") else None,
     )
     neo = Neo4jSettings(
         uri=uri,

@@ -1,0 +1,293 @@
+"""Merge the window extractions of one trajectory into one TrajectoryExtraction.
+
+* windows are processed sorted by turn, so the result does not depend on arrival order;
+* state keys stay as extracted unless two collide, then the later one is re-keyed
+  ``t<turn>.<key>`` (``~2``, ``~3`` ... if that is taken too) and its edges follow;
+* objects with the same verbatim name become one, with the union of their turns;
+* SUPERSEDES links each state to the latest state of an earlier turn with the same
+  (subject, attribute). Added/removed lines are members of a list, not successive values,
+  so they do not supersede each other; instead a removed line supersedes the latest earlier
+  "added" state of the same subject and value;
+* cross-window CAUSES: a state causes the first later action (within ``HORIZON`` turns) that
+  uses one of its associated objects verbatim (bare command words like ``ls`` excepted),
+  and an error (or a non-zero exit code) causes the next action, since agents react to
+  failures;
+* a re-run whose result changed (a SUPERSEDES pair with different values) is caused by the
+  file edits made in between to files the trajectory had touched by the earlier run;
+* edges are deduped (turn lists unioned) and edges whose endpoints do not exist are dropped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from extractors.heuristic import occurs
+from schemas.extraction import (
+    AssociationItem,
+    CauseItem,
+    ObjectItem,
+    StateItem,
+    SupersedesItem,
+    TrajectoryExtraction,
+    WindowExtraction,
+)
+
+HORIZON = 20  # turns ahead searched for the action that uses a state's object
+_LIST_KINDS = frozenset({"line_added", "line_removed"})
+
+
+def merge(
+    trajectory_turns: Sequence[dict[str, Any]], windows: Iterable[WindowExtraction]
+) -> TrajectoryExtraction:
+    ordered = _sorted_windows(list(windows))
+    turn_ids = [int(t["idx"]) for t in trajectory_turns]
+    if not turn_ids:  # no turn list given: trust the windows' own turns
+        turn_ids = sorted({w.turn for w in ordered})
+    actions = {int(t["idx"]): str(t.get("action") or "") for t in trajectory_turns}
+
+    states, causes, associations = _rekeyed(ordered)
+    objects = _merged_objects(ordered)
+    state_keys = {s.key for s in states}
+    valid = _EndpointCheck(set(turn_ids), state_keys, set(objects))
+
+    edges = _Edges()
+    for c in causes:
+        if valid(c.src) and valid(c.dst) and c.src != c.dst:
+            edges.add_cause(c.src, c.dst, c.turns, c.reason)
+    for a in associations:
+        if valid(a.a) and valid(a.b) and a.a != a.b:
+            edges.add_association(a.a, a.b, a.turns)
+    # A bare command word (ls, cat, get_user_details) recurs in most actions: reusing it is
+    # habit, not consequence, so it does not carry a state into a later turn.
+    generic = {n for n, o in objects.items() if o.kind == "command" and " " not in n}
+    _cross_window_causes(states, edges, sorted(set(turn_ids)), actions, generic)
+    supersedes = _supersedes(states)
+    _changed_result_causes(states, supersedes, objects, edges)
+
+    return TrajectoryExtraction(
+        states=states,
+        objects=list(objects.values()),
+        causes=edges.causes(),
+        associations=edges.associations(),
+        supersedes=supersedes,
+    )
+
+
+MAX_EDITS_PER_CHANGE = 5
+
+
+def _changed_result_causes(
+    states: list[StateItem],
+    supersedes: list[SupersedesItem],
+    objects: dict[str, ObjectItem],
+    edges: _Edges,
+) -> None:
+    """A re-run whose result differs from the earlier run (exit 1 → 0, another error) was
+    changed by the edits made in between, to files the trajectory had already touched by the
+    earlier run. The re-run itself rarely names the file, so identifier reuse misses this."""
+    by_key = {s.key: s for s in states}
+    edits = [s for s in states if s.kind == "file_changed"]
+    for sup in supersedes:
+        newer = by_key.get(sup.newer.removeprefix("state:"))
+        older = by_key.get(sup.older.removeprefix("state:"))
+        if newer is None or older is None or newer.value == older.value:
+            continue
+        if newer.kind in _LIST_KINDS or newer.kind == "file_changed":
+            continue
+        between = [
+            e
+            for e in edits
+            if older.turn < e.turn < newer.turn
+            and (obj := objects.get(e.subject)) is not None
+            and min(obj.turns, default=newer.turn) <= older.turn
+        ]
+        for e in between[-MAX_EDITS_PER_CHANGE:]:
+            edges.add_cause(
+                f"state:{e.key}",
+                f"state:{newer.key}",
+                [e.turn, newer.turn],
+                f"edit of `{e.subject}` between turn {older.turn} and turn {newer.turn} "
+                f"changed {newer.attribute} from {older.value!r} to {newer.value!r}",
+            )
+
+
+def _sorted_windows(windows: list[WindowExtraction]) -> list[WindowExtraction]:
+    turns = [w.turn for w in windows]
+    if len(set(turns)) == len(turns):
+        return sorted(windows, key=lambda w: w.turn)
+    # Several extractions of one turn (re-runs, two extractors): order them by content so the
+    # result is still independent of arrival order.
+    return sorted(windows, key=lambda w: (w.turn, w.extractor, w.model_dump_json()))
+
+
+def _rekeyed(
+    windows: list[WindowExtraction],
+) -> tuple[list[StateItem], list[CauseItem], list[AssociationItem]]:
+    """States with trajectory-unique keys, and every window edge rewritten to those keys."""
+    taken: set[str] = set()
+    states: list[StateItem] = []
+    causes: list[CauseItem] = []
+    associations: list[AssociationItem] = []
+    for w in windows:
+        remap: dict[str, str] = {}
+        for s in w.states:
+            key = _free_key(s.key, s.turn, taken)
+            taken.add(key)
+            remap.setdefault(s.key, key)  # a key repeated inside a window: edges mean the first
+            states.append(s if key == s.key else s.model_copy(update={"key": key}))
+
+        def ref(r: str, remap: dict[str, str] = remap) -> str:
+            if r.startswith("state:"):
+                key = r[len("state:") :]
+                return f"state:{remap[key]}" if key in remap else f"dangling:{key}"
+            return r
+
+        causes.extend(
+            CauseItem(src=ref(c.src), dst=ref(c.dst), turns=c.turns, reason=c.reason)
+            for c in w.causes
+        )
+        associations.extend(
+            AssociationItem(a=ref(a.a), b=ref(a.b), turns=a.turns) for a in w.associations
+        )
+    return states, causes, associations
+
+
+def _free_key(key: str, turn: int, taken: set[str]) -> str:
+    if key not in taken:
+        return key
+    candidate = f"t{turn}.{key}"
+    n = 2
+    while candidate in taken:
+        candidate = f"t{turn}.{key}~{n}"
+        n += 1
+    return candidate
+
+
+def _merged_objects(windows: list[WindowExtraction]) -> dict[str, ObjectItem]:
+    kinds: dict[str, ObjectItem] = {}
+    turns: dict[str, set[int]] = defaultdict(set)
+    for w in windows:
+        for o in w.objects:
+            if not o.name:
+                continue
+            kinds.setdefault(o.name, o)
+            turns[o.name].update(o.turns or [w.turn])
+    return {
+        name: ObjectItem(name=name, kind=first.kind, turns=sorted(turns[name]))
+        for name, first in kinds.items()
+    }
+
+
+class _EndpointCheck:
+    def __init__(self, turns: set[int], states: set[str], objects: set[str]) -> None:
+        self.turns, self.states, self.objects = turns, states, objects
+
+    def __call__(self, ref: str) -> bool:
+        kind, _, rest = ref.partition(":")
+        if kind == "turn":
+            try:
+                return int(rest) in self.turns
+            except ValueError:
+                return False
+        if kind == "state":
+            return rest in self.states
+        if kind == "object":
+            return rest in self.objects
+        return False
+
+
+class _Edges:
+    """Deduped edges in first-seen order; a repeated edge only adds its evidence turns."""
+
+    def __init__(self) -> None:
+        self._causes: dict[tuple[str, str], tuple[set[int], str]] = {}
+        self._assoc: dict[frozenset[str], tuple[str, str, set[int]]] = {}
+        self._state_objects: dict[str, list[str]] = defaultdict(list)
+
+    def add_cause(self, src: str, dst: str, turns: Iterable[int], reason: str) -> None:
+        old = self._causes.get((src, dst))
+        if old is None:
+            self._causes[(src, dst)] = (set(turns), reason)
+        else:
+            old[0].update(turns)
+
+    def add_association(self, a: str, b: str, turns: Iterable[int]) -> None:
+        key = frozenset((a, b))
+        old = self._assoc.get(key)
+        if old is None:
+            self._assoc[key] = (a, b, set(turns))
+            for state, other in ((a, b), (b, a)):
+                if state.startswith("state:") and other.startswith("object:"):
+                    self._state_objects[state].append(other[len("object:") :])
+        else:
+            old[2].update(turns)
+
+    def causes(self) -> list[CauseItem]:
+        return [
+            CauseItem(src=src, dst=dst, turns=sorted(turns), reason=reason)
+            for (src, dst), (turns, reason) in self._causes.items()
+        ]
+
+    def associations(self) -> list[AssociationItem]:
+        return [AssociationItem(a=a, b=b, turns=sorted(t)) for a, b, t in self._assoc.values()]
+
+    def objects_of(self, state_ref: str) -> list[str]:
+        """Names of the objects associated with a state, in edge order."""
+        return self._state_objects.get(state_ref, [])
+
+
+def _supersedes(states: list[StateItem]) -> list[SupersedesItem]:
+    out: list[SupersedesItem] = []
+    latest: dict[tuple[str, str], StateItem] = {}
+    added: dict[tuple[str, str], StateItem] = {}  # (subject, value) of the latest added line
+    by_turn: dict[int, list[StateItem]] = defaultdict(list)
+    for s in states:
+        by_turn[s.turn].append(s)
+    for turn in sorted(by_turn):
+        group = by_turn[turn]
+        # Links only go to earlier turns, so compute them all before this turn updates `latest`.
+        for s in group:
+            if s.kind in _LIST_KINDS:
+                older = added.get((s.subject, s.value)) if s.kind == "line_removed" else None
+            else:
+                older = latest.get((s.subject, s.attribute))
+            if older is not None:
+                out.append(
+                    SupersedesItem(
+                        newer=f"state:{s.key}", older=f"state:{older.key}", turns=[turn, older.turn]
+                    )
+                )
+        for s in group:
+            if s.kind == "line_added":
+                added[(s.subject, s.value)] = s
+            elif s.kind not in _LIST_KINDS:
+                latest[(s.subject, s.attribute)] = s
+    return out
+
+
+def _cross_window_causes(
+    states: list[StateItem],
+    edges: _Edges,
+    turn_ids: list[int],
+    actions: dict[int, str],
+    generic: set[str],
+) -> None:
+    position = {t: i for i, t in enumerate(turn_ids)}
+    for s in states:
+        i = position.get(s.turn)
+        if i is None:
+            continue
+        later = turn_ids[i + 1 : i + 1 + HORIZON]
+        ref = f"state:{s.key}"
+        if later and (s.kind == "error" or (s.kind == "exit_code" and s.value.strip() != "0")):
+            nxt = later[0]
+            edges.add_cause(ref, f"turn:{nxt}", [s.turn, nxt], "the next action reacts to it")
+        for name in edges.objects_of(ref):
+            if name in generic:
+                continue
+            for u in later:
+                if occurs(name, actions.get(u, "")):
+                    edges.add_cause(ref, f"turn:{u}", [s.turn, u], f"`{name}` is used next")
+                    break

@@ -1,0 +1,229 @@
+"""Turn one normalized trajectory plus its merged extraction into parameter rows for the writer.
+
+This is where extraction references (``turn:N``, ``state:KEY``, ``object:NAME``) become
+deterministic uids; rows whose endpoints do not resolve are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from graph import ids
+from schemas.extraction import TrajectoryExtraction
+
+# Neo4j range-index keys are limited to about 8 KB; identifiers beyond this are not identifiers.
+MAX_INDEXED_CHARS = 1024
+
+# Order matters: nodes before the edges that MATCH them; the completion mark goes last.
+ROW_KINDS: tuple[str, ...] = (
+    "trajectories",
+    "turns",
+    "next",
+    "states",
+    "objects",
+    "causes_turn_state",
+    "causes_state_turn",
+    "causes_state_state",
+    "causes_turn_turn",
+    "associated_state_object",
+    "associated_state_state",
+    "associated_object_object",
+    "supersedes",
+    "complete",
+)
+
+
+@dataclass
+class GraphRows:
+    trajectory_uid: str
+    content_hash: str
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in ROW_KINDS})
+    dropped: int = 0
+
+    def count(self) -> int:
+        return sum(len(v) for k, v in self.rows.items() if k != "complete")
+
+
+def content_hash(traj: dict[str, Any], *, extractor: str, budget_tokens: int) -> str:
+    """Hash of everything that determines a trajectory's subgraph (input, extractor, budget)."""
+    h = hashlib.blake2b(digest_size=16)
+    payload = {k: v for k, v in traj.items() if k != "source"}
+    h.update(json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode())
+    h.update(f"\x1f{extractor}\x1f{budget_tokens}".encode())
+    return h.hexdigest()
+
+
+def build_rows(
+    traj: dict[str, Any],
+    extraction: TrajectoryExtraction,
+    *,
+    extractor: str,
+    content_hash: str,
+) -> GraphRows:
+    tenant: str = traj.get("tenant") or "default"
+    tid: str = traj["id"]
+    tuid = ids.trajectory_uid(tenant, tid)
+    out = GraphRows(trajectory_uid=tuid, content_hash=content_hash)
+    r = out.rows
+    base = {"tenant": tenant, "trajectory_uid": tuid, "trajectory_id": tid}
+
+    turns = traj["turns"]
+    r["trajectories"].append(
+        {
+            "uid": tuid,
+            "props": {
+                "id": tid,
+                "tenant": tenant,
+                "source": traj["source"],
+                "task": traj.get("task", ""),
+                "format": traj["format"],
+                "outcome": traj.get("outcome"),
+                "metadata": json.dumps(traj.get("metadata") or {}, sort_keys=True, ensure_ascii=False),
+                "turn_count": len(turns),
+                "extractor": extractor,
+            },
+        }
+    )
+
+    turn_uids: dict[int, str] = {}
+    for turn in turns:
+        idx = int(turn["idx"])
+        tu = ids.turn_uid(tenant, tid, idx)
+        turn_uids[idx] = tu
+        r["turns"].append(
+            {
+                "uid": tu,
+                "trajectory_uid": tuid,
+                "props": {
+                    **base,
+                    "idx": idx,
+                    "action": turn["action"],
+                    "observation": turn["observation"],
+                    "thought": turn.get("thought"),
+                    "reward": turn.get("reward"),
+                    "timestamp": turn.get("timestamp"),
+                    "actor": turn.get("actor"),
+                },
+            }
+        )
+    order = sorted(turn_uids)
+    for a, b in zip(order, order[1:]):
+        r["next"].append({"src": turn_uids[a], "dst": turn_uids[b]})
+
+    refs: dict[str, tuple[str, str]] = {f"turn:{i}": ("turn", u) for i, u in turn_uids.items()}
+
+    for s in extraction.states:
+        if s.turn not in turn_uids:
+            out.dropped += 1
+            continue
+        subject = s.subject[:MAX_INDEXED_CHARS]
+        su = ids.state_uid(tenant, tid, s.turn, subject, s.attribute, s.value)
+        if f"state:{s.key}" in refs:
+            out.dropped += 1
+            continue
+        refs[f"state:{s.key}"] = ("state", su)
+        r["states"].append(
+            {
+                "uid": su,
+                "turn_uid": turn_uids[s.turn],
+                "props": {
+                    **base,
+                    "turn": s.turn,
+                    "subject": subject,
+                    "attribute": s.attribute[:MAX_INDEXED_CHARS],
+                    "value": s.value,
+                    "kind": s.kind,
+                    "text": s.text,
+                    "extractor": extractor,
+                },
+            }
+        )
+    _dedupe(r["states"])
+
+    for o in extraction.objects:
+        if not o.name or len(o.name) > MAX_INDEXED_CHARS:
+            out.dropped += 1
+            continue
+        ou = ids.object_uid(tenant, tid, o.name)
+        refs[f"object:{o.name}"] = ("object", ou)
+        seen_turns = sorted({t for t in o.turns if t in turn_uids})
+        r["objects"].append(
+            {
+                "uid": ou,
+                "identifier_uid": ids.identifier_uid(tenant, o.name),
+                "turn_uids": [turn_uids[t] for t in seen_turns],
+                "props": {
+                    **base,
+                    "name": o.name,
+                    "kind": o.kind,
+                    "turns": seen_turns,
+                    "first_turn": seen_turns[0] if seen_turns else None,
+                },
+            }
+        )
+    _dedupe(r["objects"])
+
+    for c in extraction.causes:
+        src, dst = refs.get(c.src), refs.get(c.dst)
+        if src is None or dst is None or src[1] == dst[1]:
+            out.dropped += 1
+            continue
+        kind = f"causes_{src[0]}_{dst[0]}"
+        if kind not in r:
+            out.dropped += 1
+            continue
+        r[kind].append(
+            {"src": src[1], "dst": dst[1], "turns": sorted(set(c.turns)), "reason": c.reason,
+             "extractor": extractor}
+        )
+
+    for a in extraction.associations:
+        ea, eb = refs.get(a.a), refs.get(a.b)
+        if ea is None or eb is None or ea[1] == eb[1] or "turn" in (ea[0], eb[0]):
+            out.dropped += 1
+            continue
+        # ASSOCIATED is undirected: store it once, state before object, else lower uid first.
+        if ea[0] == "object" and eb[0] == "state":
+            ea, eb = eb, ea
+        elif ea[0] == eb[0] and ea[1] > eb[1]:
+            ea, eb = eb, ea
+        r[f"associated_{ea[0]}_{eb[0]}"].append(
+            {"src": ea[1], "dst": eb[1], "turns": sorted(set(a.turns))}
+        )
+
+    for sup in extraction.supersedes:
+        newer, older = refs.get(sup.newer), refs.get(sup.older)
+        if newer is None or older is None or newer[0] != "state" or older[0] != "state":
+            out.dropped += 1
+            continue
+        r["supersedes"].append({"src": newer[1], "dst": older[1], "turns": sorted(set(sup.turns))})
+
+    for kind in ROW_KINDS:
+        if kind.startswith(("causes_", "associated_", "supersedes")):
+            _dedupe_edges(r[kind])
+    r["complete"].append({"uid": tuid, "content_hash": content_hash})
+    return out
+
+
+def _dedupe(rows: list[dict[str, Any]]) -> None:
+    seen: set[str] = set()
+    keep = []
+    for row in rows:
+        if row["uid"] not in seen:
+            seen.add(row["uid"])
+            keep.append(row)
+    rows[:] = keep
+
+
+def _dedupe_edges(rows: list[dict[str, Any]]) -> None:
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["src"], row["dst"])
+        if key in merged:
+            merged[key]["turns"] = sorted(set(merged[key]["turns"]) | set(row["turns"]))
+        else:
+            merged[key] = row
+    rows[:] = list(merged.values())

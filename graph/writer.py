@@ -1,0 +1,146 @@
+"""Batched, parameterized, idempotent writes of GraphRows into Neo4j.
+
+Unchanged trajectories (same content hash as stored) are skipped; changed ones are cleared
+and rewritten, so a re-ingest never leaves stale states or edges behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import neo4j
+from neo4j.exceptions import Neo4jError
+
+from graph import cypher
+from graph.rows import ROW_KINDS, GraphRows
+from trajgraph.errors import GraphError
+
+STATEMENTS: dict[str, str] = {
+    "trajectories": cypher.MERGE_TRAJECTORIES,
+    "turns": cypher.MERGE_TURNS,
+    "next": cypher.MERGE_NEXT,
+    "states": cypher.MERGE_STATES,
+    "objects": cypher.MERGE_OBJECTS,
+    "causes_turn_state": cypher.CAUSES_TURN_STATE,
+    "causes_state_turn": cypher.CAUSES_STATE_TURN,
+    "causes_state_state": cypher.CAUSES_STATE_STATE,
+    "causes_turn_turn": cypher.CAUSES_TURN_TURN,
+    "associated_state_object": cypher.ASSOCIATED_STATE_OBJECT,
+    "associated_state_state": cypher.ASSOCIATED_STATE_STATE,
+    "associated_object_object": cypher.ASSOCIATED_OBJECT_OBJECT,
+    "supersedes": cypher.SUPERSEDES,
+    "complete": cypher.MARK_TRAJECTORIES_COMPLETE,
+}
+assert set(STATEMENTS) == set(ROW_KINDS)
+
+
+def ensure_schema(driver: neo4j.Driver, database: str) -> None:
+    try:
+        for statement in cypher.SCHEMA:
+            driver.execute_query(statement, database_=database)
+    except Neo4jError as e:
+        raise GraphError(f"could not create constraints and indexes: {e.message}") from e
+
+
+@dataclass
+class WriteStats:
+    trajectories: int = 0
+    unchanged: int = 0
+    rewritten: int = 0
+    rows: int = 0
+    statements: int = 0
+
+    def add(self, other: WriteStats) -> None:
+        self.trajectories += other.trajectories
+        self.unchanged += other.unchanged
+        self.rewritten += other.rewritten
+        self.rows += other.rows
+        self.statements += other.statements
+
+
+class GraphWriter:
+    def __init__(
+        self,
+        driver: neo4j.Driver,
+        database: str,
+        *,
+        batch_size: int = 1000,
+        skip_unchanged: bool = True,
+    ) -> None:
+        self._driver = driver
+        self._database = database
+        self._batch_size = max(1, batch_size)
+        self._skip_unchanged = skip_unchanged
+        self._pending: list[GraphRows] = []
+        self._pending_rows = 0
+
+    @property
+    def pending_rows(self) -> int:
+        return self._pending_rows
+
+    def add(self, rows: GraphRows) -> None:
+        self._pending.append(rows)
+        self._pending_rows += rows.count()
+
+    def write(self, rows: Iterable[GraphRows]) -> WriteStats:
+        for r in rows:
+            self.add(r)
+        return self.flush()
+
+    def flush(self) -> WriteStats:
+        stats = WriteStats()
+        if not self._pending:
+            return stats
+        batch, self._pending, self._pending_rows = self._pending, [], 0
+        # The same trajectory twice in one flush: the last one wins, as a rewrite would.
+        by_uid = {g.trajectory_uid: g for g in batch}
+        stored = self._stored_hashes(list(by_uid))
+        todo: list[GraphRows] = []
+        changed: list[str] = []
+        for uid, g in by_uid.items():
+            old = stored.get(uid)
+            if self._skip_unchanged and old == g.content_hash:
+                stats.unchanged += 1
+                continue
+            if uid in stored:
+                changed.append(uid)
+            todo.append(g)
+        stats.trajectories = len(by_uid)
+        stats.rewritten = len(changed)
+        if changed:
+            self._run(cypher.DELETE_TRAJECTORY_CONTENT, {"uids": changed}, stats)
+        for kind in ROW_KINDS:
+            rows = [row for g in todo for row in g.rows[kind]]
+            for start in range(0, len(rows), self._batch_size):
+                chunk = rows[start : start + self._batch_size]
+                self._run(STATEMENTS[kind], {"rows": chunk}, stats)
+                if kind != "complete":
+                    stats.rows += len(chunk)
+        return stats
+
+    def _stored_hashes(self, uids: list[str]) -> dict[str, Any]:
+        if not uids:
+            return {}
+        try:
+            records, _, _ = self._driver.execute_query(
+                cypher.EXISTING_HASHES,
+                uids=uids,
+                database_=self._database,
+                routing_=neo4j.RoutingControl.READ,
+            )
+        except Neo4jError as e:
+            raise GraphError(f"reading stored trajectory hashes failed: {e.message}") from e
+        return {r["uid"]: r["content_hash"] for r in records}
+
+    def _run(self, statement: str, params: dict[str, Any], stats: WriteStats) -> None:
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            tx.run(statement, params).consume()
+
+        try:
+            with self._driver.session(database=self._database) as session:
+                session.execute_write(work)
+        except Neo4jError as e:
+            raise GraphError(f"Neo4j rejected a batch write: {e.message}") from e
+        stats.statements += 1

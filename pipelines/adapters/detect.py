@@ -1,0 +1,122 @@
+"""Format sniffing: which adapter a parsed JSON value belongs to.
+
+Each predicate looks only at the top-level shape (a few keys, the first elements), never at
+the whole log, so sniffing stays cheap on large files. Order matters where shapes overlap:
+canonical (``turns``) and AMA-bench (``episode_id`` + ``trajectory``) are tried before
+SWE-agent, whose ``.traj`` also has a ``trajectory`` list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# What each format looks like, for error messages that tell the user what was tried.
+SHAPES: dict[str, str] = {
+    "canonical": "object with a 'turns' list",
+    "ama-bench": "object with 'episode_id' and a 'trajectory' list",
+    "swe-agent": "object with a 'trajectory' list of steps and 'history'/'info'",
+    "mini-swe-agent": "object with 'messages' and trajectory_format 'mini-swe-agent*'",
+    "openhands": "array of events with 'action'/'observation' (or object with such 'history')",
+    "tau-bench": "object (or array of them) with a 'traj' message list",
+    "spider-agent": "object (or array of them) with a 'conversation' message list",
+}
+
+
+def _is_list_of_dicts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, dict) for v in value[:5])
+
+
+def is_canonical(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("turns"), list)
+
+
+def is_ama_bench(obj: Any) -> bool:
+    if not isinstance(obj, dict) or not _is_list_of_dicts(obj.get("trajectory")):
+        return False
+    steps = obj["trajectory"]
+    return "episode_id" in obj or "qa_pairs" in obj or (bool(steps) and "turn_idx" in steps[0])
+
+
+def is_swe_agent(obj: Any) -> bool:
+    if not isinstance(obj, dict) or not _is_list_of_dicts(obj.get("trajectory")):
+        return False
+    steps = obj["trajectory"]
+    has_steps = not steps or ("action" in steps[0] and "observation" in steps[0])
+    return has_steps and ("history" in obj or "info" in obj or "environment" in obj)
+
+
+def is_mini_swe_agent(obj: Any) -> bool:
+    if not isinstance(obj, dict) or not _is_list_of_dicts(obj.get("messages")):
+        return False
+    if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent"):
+        return True
+    info = obj.get("info")
+    return isinstance(info, dict) and "mini_version" in info
+
+
+def _is_event(value: Any) -> bool:
+    return isinstance(value, dict) and ("action" in value or "observation" in value)
+
+
+def is_openhands(obj: Any) -> bool:
+    if isinstance(obj, list):
+        return bool(obj) and all(_is_event(e) for e in obj[:20]) and _is_event(obj[-1])
+    if isinstance(obj, dict):
+        history = obj.get("history")
+        return (
+            isinstance(history, list) and bool(history) and all(_is_event(e) for e in history[:20])
+        )
+    return False
+
+
+def is_tau_bench(obj: Any) -> bool:
+    return isinstance(obj, dict) and _is_list_of_dicts(obj.get("traj"))
+
+
+def is_spider_agent(obj: Any) -> bool:
+    return isinstance(obj, dict) and _is_list_of_dicts(obj.get("conversation"))
+
+
+PREDICATES: dict[str, Callable[[Any], bool]] = {
+    "canonical": is_canonical,
+    "ama-bench": is_ama_bench,
+    "swe-agent": is_swe_agent,
+    "mini-swe-agent": is_mini_swe_agent,
+    "openhands": is_openhands,
+    "tau-bench": is_tau_bench,
+    "spider-agent": is_spider_agent,
+}
+
+
+def sniff(obj: Any) -> str | None:
+    """The format of one parsed record (a single trajectory), or None when nothing fits."""
+    for name, pred in PREDICATES.items():
+        if pred(obj):
+            return name
+    return None
+
+
+def matches(fmt: str, obj: Any) -> bool:
+    """Whether ``obj`` has the shape of ``fmt`` (for an explicit ``--format``)."""
+    if fmt == "parquet":
+        return is_canonical(obj)
+    pred = PREDICATES.get(fmt)
+    return pred is not None and pred(obj)
+
+
+def describe(obj: Any) -> str:
+    """A short description of a JSON value for error messages (type, keys seen)."""
+    if isinstance(obj, dict):
+        keys = sorted(str(k) for k in obj)
+        shown = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
+        return f"a JSON object with keys [{shown}]"
+    if isinstance(obj, list):
+        first = f"; first element is {describe(obj[0])}" if obj else ""
+        return f"a JSON array of {len(obj)} elements{first}"
+    kinds = {str: "string", bool: "boolean", int: "number", float: "number"}
+    return f"a JSON {kinds.get(type(obj), 'null')}"
+
+
+def tried() -> str:
+    return "; ".join(f"{name}: {shape}" for name, shape in SHAPES.items())

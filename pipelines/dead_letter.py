@@ -1,0 +1,47 @@
+"""Dead-letter rows: every record that did not reach the graph, with where it came from and why."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipelines.adapters.base import RawRecord
+
+PREVIEW_CHARS = 500
+
+
+def _where(element: Any) -> tuple[str, str, str]:
+    """(source, locator, preview) of whatever element a stage failed on."""
+    if isinstance(element, RawRecord):
+        payload = element.payload
+        if isinstance(payload, bytes | bytearray):
+            preview = bytes(payload[:PREVIEW_CHARS]).decode("utf-8", "replace")
+        else:
+            preview = json.dumps(payload, ensure_ascii=False, default=str)[:PREVIEW_CHARS]
+        return element.source, element.locator, preview
+    metadata = getattr(element, "metadata", None)  # fileio.ReadableFile
+    if metadata is not None and hasattr(metadata, "path"):
+        return str(metadata.path), "file", ""
+    if isinstance(element, tuple) and len(element) == 2 and isinstance(element[1], dict):
+        element = element[1]  # (key, trajectory)
+    if isinstance(element, dict):
+        locator = str(element.get("_locator") or element.get("id") or "")
+        return str(element.get("source", "")), locator, ""
+    return "", "", repr(element)[:PREVIEW_CHARS]
+
+
+def from_exception(stage: str, bad: tuple[Any, tuple[Any, str, Any]]) -> dict[str, Any]:
+    """Shape a ``with_exception_handling`` bad output ``(element, (type, repr, traceback))``."""
+    element, (exc_type, exc_repr, _tb) = bad
+    source, locator, preview = _where(element)
+    name = getattr(exc_type, "__name__", str(exc_type))
+    reason = exc_repr if exc_repr.startswith(name) else f"{name}: {exc_repr}"
+    return {"stage": stage, "source": source, "locator": locator, "reason": reason, "preview": preview}
+
+
+def row(stage: str, source: str, locator: str, reason: str) -> dict[str, Any]:
+    return {"stage": stage, "source": source, "locator": locator, "reason": reason, "preview": ""}
+
+
+def to_json_line(r: dict[str, Any]) -> str:
+    return json.dumps(r, ensure_ascii=False, sort_keys=True)

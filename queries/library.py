@@ -1,0 +1,76 @@
+"""The analyst Cypher library: ``queries/*.cypher`` files with a comment header.
+
+Header lines (``// key: value``; continuation lines are indented) give name, purpose, params and
+an example. Files run as written in Neo4j Browser; here they run in READ transactions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import neo4j
+from neo4j.exceptions import Neo4jError
+
+from trajgraph.errors import ConfigError, GraphError
+
+_HEADER = re.compile(r"^//\s?(\w+):\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class CypherQuery:
+    name: str
+    text: str
+    header: dict[str, str]
+
+    @property
+    def purpose(self) -> str:
+        return self.header.get("purpose", "")
+
+
+def names() -> list[str]:
+    return sorted(
+        f.name.removesuffix(".cypher")
+        for f in resources.files("queries").iterdir()
+        if f.name.endswith(".cypher")
+    )
+
+
+def load(name: str) -> CypherQuery:
+    if name not in names():
+        raise ConfigError(f"no query named {name!r}; available: {', '.join(names())}")
+    text = resources.files("queries").joinpath(f"{name}.cypher").read_text("utf-8")
+    header: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        if not line.startswith("//"):
+            break
+        m = _HEADER.match(line)
+        if m:
+            key = m.group(1)
+            header[key] = m.group(2).strip()
+        elif key:
+            header[key] += " " + line.lstrip("/ ").strip()
+    return CypherQuery(name=name, text=text, header=header)
+
+
+def run(
+    driver: neo4j.Driver,
+    name: str,
+    params: dict[str, Any],
+    *,
+    database: str,
+    timeout_s: float = 30.0,
+) -> list[dict[str, Any]]:
+    query = load(name)
+
+    def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
+        return [r.data() for r in tx.run(query.text, params)]
+
+    try:
+        with driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as s:
+            return s.execute_read(neo4j.unit_of_work(timeout=timeout_s)(work))
+    except Neo4jError as e:
+        raise GraphError(f"query {name!r} failed: {e.message}") from e

@@ -1,0 +1,77 @@
+"""Integration fixtures: a real Neo4j, per-test tenants, and the `integration` marker.
+
+The driver fixture uses whatever NEO4J_URI/NEO4J_USER/NEO4J_PASSWORD say (as everything else
+does). If nothing answers there and the URI is local, it starts the embedded server, so a bare
+`pytest` works on a dev machine; it stops the server at the end only if it started it.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import neo4j
+import pytest
+from neo4j.exceptions import AuthError, ServiceUnavailable
+
+from graph import local_server
+from trajgraph.settings import Settings, load
+
+HERE = Path(__file__).resolve().parent
+DELETE_BATCH = 10_000
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # This hook sees every collected item, not only this folder's: filter by path.
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def neo4j_settings() -> Settings:
+    """The full Settings from the environment (`.neo4j` for the connection, `.local` for the
+    embedded server)."""
+    return load()
+
+
+@pytest.fixture(scope="session")
+def driver(neo4j_settings: Settings) -> Iterator[neo4j.Driver]:
+    neo, local = neo4j_settings.neo4j, neo4j_settings.local
+    started = False
+    drv = neo4j.GraphDatabase.driver(neo.uri, auth=(neo.user, neo.password))
+    try:
+        try:
+            drv.verify_connectivity()
+        except ServiceUnavailable:
+            if not local_server.is_local_uri(neo.uri):
+                pytest.fail(f"Neo4j at {neo.uri} is not reachable (and is not a local URI)")
+            local_server.start(neo, local, log=lambda m: print(m, file=sys.stderr))
+            started = True
+            drv.verify_connectivity()
+        except AuthError as e:
+            pytest.fail(f"Neo4j at {neo.uri} rejected user {neo.user!r}: check NEO4J_PASSWORD: {e}")
+        yield drv
+    finally:
+        drv.close()
+        if started:
+            local_server.stop(local)
+
+
+@pytest.fixture
+def tenant(driver: neo4j.Driver, neo4j_settings: Settings) -> Iterator[str]:
+    """A fresh tenant name per test; its nodes are deleted afterwards (the db is shared)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    yield name
+    database = neo4j_settings.neo4j.database
+    while True:
+        records, _, _ = driver.execute_query(
+            "MATCH (n {tenant: $tenant}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS n",
+            tenant=name,
+            batch=DELETE_BATCH,
+            database_=database,
+        )
+        if records[0]["n"] == 0:
+            break

@@ -1,0 +1,187 @@
+"""The ``trajgraph`` command: the edge where environment, flags and output formats meet."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from trajgraph import settings as settings_mod
+from trajgraph.errors import TrajgraphError
+
+USAGE = """trajgraph <command> [args]
+
+commands:
+  ingest PATHS...        ingest agent logs into Neo4j (Apache Beam batch pipeline)
+  why                    print the causal chain that led to a turn or state
+  trajectories           list ingested trajectories
+  cypher NAME            run a query of the analyst library (queries/*.cypher)
+  neo4j fetch|start|stop|status
+                         manage the local Neo4j Community server (the embedded default)
+  demo                   start Neo4j, ingest a sample trajectory, print a why-chain
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="trajgraph", usage=USAGE)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("ingest", add_help=False)
+
+    why = sub.add_parser("why", help="upstream causal chain of a turn or state")
+    why.add_argument("--trajectory", required=True)
+    target = why.add_mutually_exclusive_group(required=True)
+    target.add_argument("--turn", type=int)
+    target.add_argument("--state")
+    why.add_argument("--depth", type=int, default=3)
+    why.add_argument("--tenant", default=None)
+    why.add_argument("--format", choices=("text", "json"), default="text")
+
+    tr = sub.add_parser("trajectories", help="list ingested trajectories")
+    tr.add_argument("--tenant", default=None)
+    tr.add_argument("--json", action="store_true")
+
+    cy = sub.add_parser("cypher", help="run a query of the analyst library")
+    cy.add_argument("name", nargs="?", help="query name; omit to list them")
+    cy.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="query parameter; VALUE is parsed as JSON when it can be")
+    cy.add_argument("--json", action="store_true")
+
+    neo = sub.add_parser("neo4j", help="manage the local Neo4j server")
+    neo.add_argument("action", choices=("fetch", "start", "stop", "status"))
+
+    demo = sub.add_parser("demo", help="ingest a sample trajectory and print its why-chain")
+    demo.add_argument("--no-start", action="store_true", help="use the configured Neo4j as is")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "ingest":
+            from pipelines import ingest
+
+            return ingest.main(argv[1:])
+        args = _parser().parse_args(argv)
+        settings = settings_mod.load()
+        return _dispatch(args, settings)
+    except TrajgraphError as e:
+        print(f"trajgraph: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    if args.command == "neo4j":
+        return _neo4j(args.action, settings)
+    if args.command == "demo":
+        from trajgraph import demo
+
+        return demo.run(settings, start_server=not args.no_start)
+    if args.command == "why":
+        return _why(args, settings)
+    if args.command == "trajectories":
+        return _cypher_print("trajectories", {"tenant": args.tenant or settings.tenant,
+                                              "trajectory": None}, settings, args.json)
+    if args.command == "cypher":
+        return _cypher(args, settings)
+    raise AssertionError(args.command)
+
+
+def _neo4j(action: str, settings: settings_mod.Settings) -> int:
+    from graph import local_server
+
+    if action == "fetch":
+        path = local_server.ensure_jars(settings.local)
+        print(f"Neo4j {settings.local.version} jars in {path}")
+        return 0
+    if action == "start":
+        st = local_server.start(settings.neo4j, settings.local)
+        print(f"Neo4j {settings.local.version} running (pid {st.pid}) at {st.bolt_uri}")
+        return 0
+    if action == "stop":
+        was = local_server.stop(settings.local)
+        print("Neo4j stopped" if was else "Neo4j was not running")
+        return 0
+    st = local_server.status(settings.neo4j, settings.local)
+    print(
+        f"Neo4j {'running' if st.running else 'not running'}"
+        + (f" (pid {st.pid}) at {st.bolt_uri}" if st.running else "")
+    )
+    return 0 if st.running else 3
+
+
+def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from graph.connection import open_driver
+    from queries.why import render_text, why_chain
+
+    driver = open_driver(settings.neo4j)
+    try:
+        chain = why_chain(
+            driver,
+            database=settings.neo4j.database,
+            tenant=args.tenant or settings.tenant,
+            trajectory=args.trajectory,
+            turn=args.turn,
+            state=args.state,
+            depth=args.depth,
+        )
+    finally:
+        driver.close()
+    if args.format == "json":
+        print(json.dumps(chain, indent=2, ensure_ascii=False))
+    else:
+        target = f"turn {args.turn}" if args.turn is not None else f"state {args.state}"
+        print(render_text(chain, trajectory=args.trajectory, target=target, depth=args.depth))
+    return 0
+
+
+def _parse_params(pairs: list[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise TrajgraphError(f"--param needs KEY=VALUE, got {pair!r}")
+        try:
+            params[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key] = raw
+    return params
+
+
+def _cypher(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from queries import library
+
+    if not args.name:
+        for name in library.names():
+            print(f"{name:32} {library.load(name).purpose}")
+        return 0
+    params = _parse_params(args.param)
+    params.setdefault("tenant", settings.tenant)
+    return _cypher_print(args.name, params, settings, args.json)
+
+
+def _cypher_print(name: str, params: dict[str, Any], settings: settings_mod.Settings,
+                  as_json: bool) -> int:
+    from graph.connection import open_driver
+    from queries import library
+
+    driver = open_driver(settings.neo4j)
+    try:
+        rows = library.run(driver, name, params, database=settings.neo4j.database)
+    finally:
+        driver.close()
+    if as_json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
+    else:
+        for row in rows:
+            print("  ".join(f"{k}={v}" for k, v in row.items()))
+        print(f"({len(rows)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""``trajgraph demo``: start the local Neo4j, ingest a small trajectory this project wrote,
+and print the why-chain of its last test run. The sample is generated here, not shipped data."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from trajgraph.settings import Settings
+
+DEMO_ID = "demo-fix-failing-test"
+WHY_TURN = 5
+
+
+def sample_trajectory() -> dict[str, Any]:
+    """An agent finds why a test fails, fixes the code, and re-runs the tests."""
+    turns = [
+        ("ls src tests", "src:\ncalc.py\n\ntests:\ntest_calc.py", "Look at the layout first."),
+        (
+            "python -m pytest tests/test_calc.py -q",
+            "F.                                                                  [100%]\n"
+            "=================================== FAILURES ===================================\n"
+            "_________________________________ test_divide __________________________________\n"
+            "    def test_divide():\n"
+            ">       assert divide(6, 3) == 2\n"
+            "src/calc.py:5: in divide\n"
+            "    return str(a) / b\n"
+            "E   TypeError: unsupported operand type(s) for /: 'str' and 'int'\n"
+            "=========================== short test summary info ============================\n"
+            "FAILED tests/test_calc.py::test_divide - TypeError: unsupported operand type(s) for /: 'str' and 'int'\n"
+            "1 failed, 1 passed in 0.02s\n"
+            "exit code: 1",
+            "Run the tests to see what fails.",
+        ),
+        (
+            "sed -n '1,8p' src/calc.py",
+            "def add(a, b):\n    return a + b\n\n\ndef divide(a, b):\n    return str(a) / b\n",
+            "The traceback points at src/calc.py line 5.",
+        ),
+        (
+            "sed -i 's|return str(a) / b|return a / b|' src/calc.py",
+            "exit code: 0",
+            "divide() converts a to str by mistake; remove the conversion.",
+        ),
+        (
+            "git diff src/calc.py",
+            "diff --git a/src/calc.py b/src/calc.py\n--- a/src/calc.py\n+++ b/src/calc.py\n"
+            "@@ -5,2 +5,2 @@\n def divide(a, b):\n-    return str(a) / b\n+    return a / b\n",
+            "Check the change.",
+        ),
+        (
+            "python -m pytest tests/test_calc.py -q",
+            "..                                                                  [100%]\n"
+            "2 passed in 0.01s\n"
+            "exit code: 0",
+            "Re-run the tests.",
+        ),
+    ]
+    return {
+        "id": DEMO_ID,
+        "task": "tests/test_calc.py::test_divide fails with a TypeError; make the tests pass.",
+        "source": "trajgraph-demo",
+        "format": "canonical",
+        "outcome": "submitted",
+        "metadata": {"written_by": "trajgraph demo"},
+        "turns": [
+            {"idx": i, "action": a, "observation": o, "thought": t, "actor": "agent"}
+            for i, (a, o, t) in enumerate(turns)
+        ],
+    }
+
+
+def write_sample(folder: Path) -> Path:
+    path = folder / f"{DEMO_ID}.jsonl"
+    path.write_text(json.dumps(sample_trajectory()) + "\n", encoding="utf-8")
+    return path
+
+
+def run(settings: Settings, *, start_server: bool = True) -> int:
+    from graph import local_server
+    from graph.connection import open_driver
+    from pipelines import ingest
+    from queries.why import render_text, why_chain
+
+    if start_server:
+        st = local_server.start(settings.neo4j, settings.local)
+        print(f"Neo4j {settings.local.version} running at {st.bolt_uri} (pid {st.pid})")
+    with tempfile.TemporaryDirectory(prefix="trajgraph-demo-") as tmp:
+        sample = write_sample(Path(tmp))
+        summary = ingest.run(
+            [str(sample), "--dead-letter", str(Path(tmp) / "dead-letter"), "--progress", "off"],
+            settings=settings,
+        )
+    print(summary.render())
+    driver = open_driver(settings.neo4j)
+    try:
+        chain = why_chain(
+            driver,
+            database=settings.neo4j.database,
+            tenant=settings.tenant,
+            trajectory=DEMO_ID,
+            turn=WHY_TURN,
+            depth=6,
+        )
+    finally:
+        driver.close()
+    print()
+    print(render_text(chain, trajectory=DEMO_ID, target=f"turn {WHY_TURN}", depth=6))
+    print(
+        f"\nTry: trajgraph why --trajectory {DEMO_ID} --turn 1   |   trajgraph trajectories"
+        "\nStop Neo4j with: trajgraph neo4j stop"
+    )
+    return 0 if summary.balanced and chain else 1
