@@ -34,7 +34,9 @@ MATCH (b:BenchRaw {uid: row.dst})
 CREATE (a)-[:BENCH_EDGE {turns: row.turns}]->(b)
 """
 RAW_CLEANUP = "MATCH (n:BenchRaw) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n"
-TENANT_CLEANUP = "MATCH (n {tenant: $tenant}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n"
+TENANT_CLEANUP = (
+    "MATCH (n {tenant: $tenant}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n"
+)
 
 
 def synthetic_trajectory(i: int, turns: int) -> dict[str, Any]:
@@ -42,16 +44,23 @@ def synthetic_trajectory(i: int, turns: int) -> dict[str, Any]:
     for t in range(turns):
         path = f"src/module_{i % 17}/file_{t % 23}.py"
         if t % 5 == 0:
-            action, obs = f"python -m pytest tests/test_{t % 7}.py -q", (
-                f"FAILED tests/test_{t % 7}.py::test_case_{t} - AssertionError: expected {t} got {t + 1}\n"
-                f"1 failed, {t % 9} passed in 0.{t % 10}s\nexit code: 1"
+            action, obs = (
+                f"python -m pytest tests/test_{t % 7}.py -q",
+                (
+                    f"FAILED tests/test_{t % 7}.py::test_case_{t} - "
+                    f"AssertionError: expected {t} got {t + 1}\n"
+                    f"1 failed, {t % 9} passed in 0.{t % 10}s\nexit code: 1"
+                ),
             )
         elif t % 5 == 1:
             action, obs = f"cat {path}", f"def f_{t}(x):\n    return x + {t}\n\nVALUE = {t * 3}\n"
         elif t % 5 == 2:
             action, obs = f"sed -i 's/x + {t - 1}/x + {t}/' {path}", "exit code: 0"
         elif t % 5 == 3:
-            action, obs = f"grep -rn 'VALUE' src/module_{i % 17}", f"{path}:4:VALUE = {t * 3}\nstatus=ok"
+            action, obs = (
+                f"grep -rn 'VALUE' src/module_{i % 17}",
+                f"{path}:4:VALUE = {t * 3}\nstatus=ok",
+            )
         else:
             action, obs = "git status --short", f" M {path}\n?? notes_{t}.txt"
         out.append({"idx": t, "action": action, "observation": obs})
@@ -72,12 +81,20 @@ def _rows_for(trajectories: list[dict[str, Any]], tenant: str, budget: int) -> l
         t = {**traj, "tenant": tenant}
         windows = build_windows(t, budget_tokens=budget)
         merged = merge(t["turns"], [ex.extract(w) for w in windows])
-        rows.append(build_rows(t, merged, extractor="heuristic",
-                               content_hash=content_hash(t, extractor="heuristic", budget_tokens=budget)))
+        rows.append(
+            build_rows(
+                t,
+                merged,
+                extractor="heuristic",
+                content_hash=content_hash(t, extractor="heuristic", budget_tokens=budget),
+            )
+        )
     return rows
 
 
-def _raw_write(driver: Any, database: str, graph_rows: list[GraphRows], batch: int) -> tuple[int, float]:
+def _raw_write(
+    driver: Any, database: str, graph_rows: list[GraphRows], batch: int
+) -> tuple[int, float]:
     driver.execute_query(RAW_LABEL_INDEX, database_=database)
     driver.execute_query("CALL db.awaitIndexes(300)", database_=database)
     nodes: list[dict[str, Any]] = []
@@ -90,7 +107,9 @@ def _raw_write(driver: Any, database: str, graph_rows: list[GraphRows], batch: i
                 if "props" in row:
                     nodes.append({"uid": row["uid"], "props": row["props"]})
                 else:
-                    edges.append({"src": row["src"], "dst": row["dst"], "turns": row.get("turns", [])})
+                    edges.append(
+                        {"src": row["src"], "dst": row["dst"], "turns": row.get("turns", [])}
+                    )
     started = time.perf_counter()
     for statement, rows in ((RAW_NODES, nodes), (RAW_EDGES, edges)):
         for i in range(0, len(rows), batch):
@@ -104,7 +123,9 @@ def _cleanup(driver: Any, database: str, statement: str, **params: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--turns", type=int, default=20000)
     p.add_argument("--turns-per-trajectory", type=int, default=100)
     p.add_argument("--budget", type=int, default=2048)
@@ -122,8 +143,17 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text("\n".join(json.dumps(t) for t in trajectories) + "\n", encoding="utf-8")
             started = time.perf_counter()
             summary = ingest.run(
-                [str(path), "--tenant", tenant, "--budget", str(args.budget),
-                 "--dead-letter", str(Path(tmp) / "dl"), "--progress", "off"],
+                [
+                    str(path),
+                    "--tenant",
+                    tenant,
+                    "--budget",
+                    str(args.budget),
+                    "--dead-letter",
+                    str(Path(tmp) / "dl"),
+                    "--progress",
+                    "off",
+                ],
                 settings=settings,
             )
             pipeline_s = time.perf_counter() - started
@@ -137,8 +167,13 @@ def main(argv: list[str] | None = None) -> int:
 
     pipe_rate = pipeline_rows / pipeline_s
     raw_rate = raw_rows / raw_s
-    print(f"turns                     {n_traj * args.turns_per_trajectory} in {n_traj} trajectories")
-    print(f"pipeline (read→extract→MERGE) {pipeline_rows} rows in {pipeline_s:.2f}s = {pipe_rate:,.0f} rows/s")
+    print(
+        f"turns                     {n_traj * args.turns_per_trajectory} in {n_traj} trajectories"
+    )
+    print(
+        f"pipeline (read→extract→MERGE) {pipeline_rows} rows in {pipeline_s:.2f}s"
+        f" = {pipe_rate:,.0f} rows/s"
+    )
     print(f"raw UNWIND … CREATE        {raw_rows} rows in {raw_s:.2f}s = {raw_rate:,.0f} rows/s")
     print(f"ratio pipeline/raw        {pipe_rate / raw_rate:.2f}  (goal ≥ 0.5)")
     return 0

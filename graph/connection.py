@@ -15,7 +15,9 @@ def open_driver(neo: Neo4jSettings, *, verify: bool = True) -> neo4j.Driver:
         if verify:
             driver.verify_connectivity()
     except AuthError as e:
-        raise GraphError(f"Neo4j at {neo.uri} rejected user {neo.user!r}: check NEO4J_PASSWORD") from e
+        raise GraphError(
+            f"Neo4j at {neo.uri} rejected user {neo.user!r}: check NEO4J_PASSWORD"
+        ) from e
     except (ServiceUnavailable, OSError) as e:
         raise GraphError(
             f"Neo4j is not reachable at {neo.uri}: start it with `trajgraph neo4j start` "

@@ -18,7 +18,8 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX turn_trajectory_idx IF NOT EXISTS FOR (n:Turn) ON (n.trajectory_uid, n.idx)",
     "CREATE INDEX turn_tenant IF NOT EXISTS FOR (n:Turn) ON (n.tenant)",
     "CREATE INDEX state_trajectory IF NOT EXISTS FOR (n:State) ON (n.trajectory_uid)",
-    "CREATE INDEX state_subject IF NOT EXISTS FOR (n:State) ON (n.trajectory_uid, n.subject, n.attribute)",
+    "CREATE INDEX state_subject IF NOT EXISTS "
+    "FOR (n:State) ON (n.trajectory_uid, n.subject, n.attribute)",
     "CREATE INDEX state_tenant IF NOT EXISTS FOR (n:State) ON (n.tenant)",
     "CREATE INDEX object_trajectory IF NOT EXISTS FOR (n:Object) ON (n.trajectory_uid)",
     "CREATE INDEX object_name IF NOT EXISTS FOR (n:Object) ON (n.tenant, n.name)",

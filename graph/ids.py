@@ -24,7 +24,9 @@ def turn_uid(tenant: str, trajectory_id: str, idx: int) -> str:
     return uid("turn", tenant, trajectory_id, idx)
 
 
-def state_uid(tenant: str, trajectory_id: str, turn: int, subject: str, attribute: str, value: str) -> str:
+def state_uid(
+    tenant: str, trajectory_id: str, turn: int, subject: str, attribute: str, value: str
+) -> str:
     return uid("state", tenant, trajectory_id, turn, subject, attribute, value)
 
 

@@ -218,7 +218,8 @@ def find_java(local: LocalServerSettings) -> Java:
             return Java(exe, major, source)
         seen.append(f"{exe} ({source}) is Java {major}")
     raise ServerError(
-        f"Neo4j {local.version} needs {wanted}, but " + "; ".join(seen)
+        f"Neo4j {local.version} needs {wanted}, but "
+        + "; ".join(seen)
         + f". Install one (e.g. `{install}`) and/or set TRAJGRAPH_JAVA_HOME to it."
     )
 
@@ -275,15 +276,24 @@ def ensure_jars(local: LocalServerSettings, *, log: Log = print) -> Path:
         log(f"Fetching Neo4j {local.version} jars with Maven into {p.lib_dir} (first use only)")
         started = time.monotonic()
         cmd = [
-            mvn, "-q", "-B", "-f", str(p.version_dir / "pom.xml"),
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(p.version_dir / "pom.xml"),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={partial}",
             "-DincludeScope=runtime",
         ]
         try:
             out = subprocess.run(
-                cmd, cwd=p.version_dir, stdin=subprocess.DEVNULL, capture_output=True,
-                text=True, timeout=MVN_TIMEOUT_S, check=False,
+                cmd,
+                cwd=p.version_dir,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=MVN_TIMEOUT_S,
+                check=False,
             )
         except subprocess.TimeoutExpired as e:
             raise ServerError(
@@ -428,7 +438,7 @@ def bolt_answers(port: int, timeout: float = 2.0) -> bool:
     Used instead of a driver login for liveness, so probing never counts as a failed login.
     """
     # Magic preamble, then four version proposals: 5.8..5.0, 4.4..4.2, none, none.
-    hello = bytes.fromhex("6060B017" "00080805" "00020404" "00000000" "00000000")
+    hello = bytes.fromhex("6060B01700080805000204040000000000000000")
     try:
         with socket.create_connection((HOST, port), timeout=timeout) as s:
             s.settimeout(timeout)
@@ -481,8 +491,10 @@ def start(neo: Neo4jSettings, local: LocalServerSettings, *, log: Log = print) -
         if pid is None:
             p.pid_file.unlink(missing_ok=True)  # stale: its process is gone
             if _port_open(local.bolt_port):
-                what = "a Bolt server (another Neo4j?)" if bolt_answers(local.bolt_port) else (
-                    "another program"
+                what = (
+                    "a Bolt server (another Neo4j?)"
+                    if bolt_answers(local.bolt_port)
+                    else ("another program")
                 )
                 raise ServerError(
                     f"port {local.bolt_port} on {HOST} is already taken by {what}, not by the "
@@ -540,8 +552,13 @@ def _spawn(cmd: list[str], p: ServerPaths) -> int:
     try:
         out = subprocess.run(
             ["/bin/sh", "-c", launcher, "sh", str(p.console_log), *cmd],
-            cwd=p.run_dir, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-            start_new_session=True, timeout=30, check=True,
+            cwd=p.run_dir,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            start_new_session=True,
+            timeout=30,
+            check=True,
         )
         pid = int(out.stdout.strip())
     except (OSError, ValueError, subprocess.SubprocessError) as e:
@@ -590,7 +607,10 @@ def _ensure_password(
             ) from configured_rejected
     try:
         _query_until_ready(
-            uri, (INITIAL_USER, INITIAL_PASSWORD), "system", deadline,
+            uri,
+            (INITIAL_USER, INITIAL_PASSWORD),
+            "system",
+            deadline,
             query="ALTER CURRENT USER SET PASSWORD FROM $old TO $new",
             params={"old": INITIAL_PASSWORD, "new": neo.password},
         )
@@ -627,9 +647,12 @@ def _query_until_ready(
     last: Exception | None = None
     while True:
         try:
-            with neo4j.GraphDatabase.driver(
-                uri, auth=auth, connection_timeout=5.0, connection_acquisition_timeout=10.0
-            ) as driver, driver.session(database=database) as session:
+            with (
+                neo4j.GraphDatabase.driver(
+                    uri, auth=auth, connection_timeout=5.0, connection_acquisition_timeout=10.0
+                ) as driver,
+                driver.session(database=database) as session,
+            ):
                 session.run(query, params or {}).consume()
             return
         except AuthError:

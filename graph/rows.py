@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from graph import ids
@@ -40,7 +41,9 @@ ROW_KINDS: tuple[str, ...] = (
 class GraphRows:
     trajectory_uid: str
     content_hash: str
-    rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in ROW_KINDS})
+    rows: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {k: [] for k in ROW_KINDS}
+    )
     dropped: int = 0
 
     def count(self) -> int:
@@ -81,7 +84,9 @@ def build_rows(
                 "task": traj.get("task", ""),
                 "format": traj["format"],
                 "outcome": traj.get("outcome"),
-                "metadata": json.dumps(traj.get("metadata") or {}, sort_keys=True, ensure_ascii=False),
+                "metadata": json.dumps(
+                    traj.get("metadata") or {}, sort_keys=True, ensure_ascii=False
+                ),
                 "turn_count": len(turns),
                 "extractor": extractor,
             },
@@ -110,7 +115,7 @@ def build_rows(
             }
         )
     order = sorted(turn_uids)
-    for a, b in zip(order, order[1:]):
+    for a, b in pairwise(order):
         r["next"].append({"src": turn_uids[a], "dst": turn_uids[b]})
 
     refs: dict[str, tuple[str, str]] = {f"turn:{i}": ("turn", u) for i, u in turn_uids.items()}
@@ -176,22 +181,25 @@ def build_rows(
             out.dropped += 1
             continue
         r[kind].append(
-            {"src": src[1], "dst": dst[1], "turns": sorted(set(c.turns)), "reason": c.reason,
-             "extractor": extractor}
+            {
+                "src": src[1],
+                "dst": dst[1],
+                "turns": sorted(set(c.turns)),
+                "reason": c.reason,
+                "extractor": extractor,
+            }
         )
 
-    for a in extraction.associations:
-        ea, eb = refs.get(a.a), refs.get(a.b)
+    for assoc in extraction.associations:
+        ea, eb = refs.get(assoc.a), refs.get(assoc.b)
         if ea is None or eb is None or ea[1] == eb[1] or "turn" in (ea[0], eb[0]):
             out.dropped += 1
             continue
         # ASSOCIATED is undirected: store it once, state before object, else lower uid first.
-        if ea[0] == "object" and eb[0] == "state":
-            ea, eb = eb, ea
-        elif ea[0] == eb[0] and ea[1] > eb[1]:
+        if (ea[0] == "object" and eb[0] == "state") or (ea[0] == eb[0] and ea[1] > eb[1]):
             ea, eb = eb, ea
         r[f"associated_{ea[0]}_{eb[0]}"].append(
-            {"src": ea[1], "dst": eb[1], "turns": sorted(set(a.turns))}
+            {"src": ea[1], "dst": eb[1], "turns": sorted(set(assoc.turns))}
         )
 
     for sup in extraction.supersedes:

@@ -36,7 +36,13 @@ def from_exception(stage: str, bad: tuple[Any, tuple[Any, str, Any]]) -> dict[st
     source, locator, preview = _where(element)
     name = getattr(exc_type, "__name__", str(exc_type))
     reason = exc_repr if exc_repr.startswith(name) else f"{name}: {exc_repr}"
-    return {"stage": stage, "source": source, "locator": locator, "reason": reason, "preview": preview}
+    return {
+        "stage": stage,
+        "source": source,
+        "locator": locator,
+        "reason": reason,
+        "preview": preview,
+    }
 
 
 def row(stage: str, source: str, locator: str, reason: str) -> dict[str, Any]:

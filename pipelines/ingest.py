@@ -86,19 +86,33 @@ class IngestSummary:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="trajgraph ingest",
-        description="Ingest agent logs into the Neo4j causality graph (Apache Beam batch pipeline). "
+        description="Ingest agent logs into the Neo4j causality graph "
+        "(Apache Beam batch pipeline). "
         "Unknown flags go to Beam, e.g. --runner, --direct_num_workers.",
     )
     p.add_argument("paths", nargs="+", help="files, directories or globs of agent logs")
     p.add_argument("--format", choices=FORMATS, default=None, help="skip auto-detection")
     p.add_argument("--extractor", default="heuristic", help="heuristic (default, offline)")
-    p.add_argument("--dead-letter", default=None, metavar="DIR",
-                   help="where rejected records go (default: a new folder per run)")
+    p.add_argument(
+        "--dead-letter",
+        default=None,
+        metavar="DIR",
+        help="where rejected records go (default: a new folder per run)",
+    )
     p.add_argument("--tenant", default=None, help="tenant for records that do not name one")
-    p.add_argument("--id-prefix", default="", metavar="PREFIX",
-                   help="prepended to every trajectory id (keeps runs of one benchmark apart)")
-    p.add_argument("--budget", type=int, default=None, metavar="TOKENS",
-                   help="token budget of one window (default TRAJGRAPH_TOKEN_BUDGET or 2048)")
+    p.add_argument(
+        "--id-prefix",
+        default="",
+        metavar="PREFIX",
+        help="prepended to every trajectory id (keeps runs of one benchmark apart)",
+    )
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="token budget of one window (default TRAJGRAPH_TOKEN_BUDGET or 2048)",
+    )
     p.add_argument("--batch-size", type=int, default=None, help="rows per UNWIND batch")
     p.add_argument("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -164,7 +178,9 @@ def build_pipeline(
     )
 
 
-def run(argv: Sequence[str] | None = None, *, settings: settings_mod.Settings | None = None) -> IngestSummary:
+def run(
+    argv: Sequence[str] | None = None, *, settings: settings_mod.Settings | None = None
+) -> IngestSummary:
     args, beam_args = build_parser().parse_known_args(argv)
     settings = settings or settings_mod.load()
     if args.extractor not in ("heuristic",):
@@ -182,7 +198,9 @@ def run(argv: Sequence[str] | None = None, *, settings: settings_mod.Settings | 
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     options = PipelineOptions(beam_args)
     progress.reset()
-    show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty() and not args.json)
+    show = args.progress == "on" or (
+        args.progress == "auto" and sys.stderr.isatty() and not args.json
+    )
     bar = _ProgressBar(len(paths)) if show else None
     started = time.monotonic()
     try:

@@ -65,7 +65,9 @@ class SplitFileFn(beam.DoFn):
 
 
 def _is_line_format(path: str, fmt: str | None) -> bool:
-    return fmt in ("canonical", "ama-bench", "parquet") or path.endswith((".jsonl", ".ndjson", ".parquet"))
+    return fmt in ("canonical", "ama-bench", "parquet") or path.endswith(
+        (".jsonl", ".ndjson", ".parquet")
+    )
 
 
 class ReadLogRecords(beam.PTransform):
@@ -84,9 +86,11 @@ class ReadLogRecords(beam.PTransform):
             | "Match files" >> fileio.MatchAll()
             | "Open files" >> fileio.ReadMatches()
         )
-        good, bad = files | "Split files into records" >> beam.ParDo(
-            SplitFileFn(self._fmt, self._max)
-        ).with_exception_handling()
+        good, bad = (
+            files
+            | "Split files into records"
+            >> beam.ParDo(SplitFileFn(self._fmt, self._max)).with_exception_handling()
+        )
         return {"records": good, "bad": bad | "Describe read failures" >> beam.Map(_dead, "read")}
 
 
@@ -108,7 +112,9 @@ class NormalizeFn(beam.DoFn):
     def process(self, record: RawRecord) -> Iterator[Located]:
         trajectories = normalize(record)
         if not trajectories:
-            raise InputError("record holds no trajectory", source=record.source, locator=record.locator)
+            raise InputError(
+                "record holds no trajectory", source=record.source, locator=record.locator
+            )
         for traj in trajectories:
             if not traj.get("tenant"):
                 traj["tenant"] = self._tenant
@@ -130,19 +136,19 @@ class NormalizeTrajectories(beam.PTransform):
         self._prefix = id_prefix
 
     def expand(self, records: Any) -> Any:
-        normalized, bad_norm = records | "Parse and normalize" >> beam.ParDo(
-            NormalizeFn(self._tenant, self._prefix)
-        ).with_exception_handling()
-        valid, bad_valid = normalized | "Validate against schema" >> beam.ParDo(
-            ValidateFn()
-        ).with_exception_handling()
-        bad = (
-            (
-                bad_norm | "Describe normalize failures" >> beam.Map(_dead, "normalize"),
-                bad_valid | "Describe validation failures" >> beam.Map(_dead, "validate"),
-            )
-            | "Flatten record failures" >> beam.Flatten()
+        normalized, bad_norm = (
+            records
+            | "Parse and normalize"
+            >> beam.ParDo(NormalizeFn(self._tenant, self._prefix)).with_exception_handling()
         )
+        valid, bad_valid = (
+            normalized
+            | "Validate against schema" >> beam.ParDo(ValidateFn()).with_exception_handling()
+        )
+        bad = (
+            bad_norm | "Describe normalize failures" >> beam.Map(_dead, "normalize"),
+            bad_valid | "Describe validation failures" >> beam.Map(_dead, "validate"),
+        ) | "Flatten record failures" >> beam.Flatten()
         return {"trajectories": valid, "bad": bad}
 
 
@@ -195,9 +201,11 @@ class ExtractWindows(beam.PTransform):
 
     def expand(self, keyed: Any) -> Any:
         windows = keyed | "Slide windows" >> beam.ParDo(BuildWindowsFn(self._budget))
-        extracted, bad = windows | "Extract states and objects" >> beam.ParDo(
-            ExtractFn(self._extractor)
-        ).with_exception_handling()
+        extracted, bad = (
+            windows
+            | "Extract states and objects"
+            >> beam.ParDo(ExtractFn(self._extractor)).with_exception_handling()
+        )
         return {
             "extractions": extracted,
             "bad": bad | "Describe extraction failures" >> beam.Map(_window_failure),
@@ -210,7 +218,9 @@ def _window_failure(bad: Any) -> dict[str, Any]:
     _count("windows_failed")
     name = getattr(exc_type, "__name__", str(exc_type))
     return dead_letter.row(
-        "extract", str(getattr(window, "trajectory_id", key)), f"turn {getattr(window, 'turn', '?')}",
+        "extract",
+        str(getattr(window, "trajectory_id", key)),
+        f"turn {getattr(window, 'turn', '?')}",
         exc_repr if exc_repr.startswith(name) else f"{name}: {exc_repr}",
     )
 
@@ -304,7 +314,9 @@ class WriteGraph(beam.PTransform):
         self._batch_size = batch_size
 
     def expand(self, rows: Any) -> Any:
-        return rows | "Write batches to Neo4j" >> beam.ParDo(WriteGraphFn(self._neo, self._batch_size))
+        return rows | "Write batches to Neo4j" >> beam.ParDo(
+            WriteGraphFn(self._neo, self._batch_size)
+        )
 
 
 class BuildGraphRows(beam.PTransform):
@@ -320,13 +332,14 @@ class BuildGraphRows(beam.PTransform):
             trajectories
             | "Key by trajectory" >> beam.Map(trajectory_key)
             | "Group records by trajectory id" >> beam.GroupByKey()
-            | "Drop duplicate ids" >> beam.ParDo(DropDuplicateIdsFn()).with_outputs(
-                DUPLICATES, main="unique"
-            )
+            | "Drop duplicate ids"
+            >> beam.ParDo(DropDuplicateIdsFn()).with_outputs(DUPLICATES, main="unique")
         )
         keyed = unique.unique
         ext = keyed | "Extract windows" >> ExtractWindows(self._extractor, self._budget)
-        rows = {"trajectory": keyed, "extractions": ext["extractions"]} | (
-            "Group extractions by trajectory" >> beam.CoGroupByKey()
-        ) | "Merge extractions" >> beam.ParDo(MergeTrajectoryFn(self._extractor, self._budget))
+        rows = (
+            {"trajectory": keyed, "extractions": ext["extractions"]}
+            | ("Group extractions by trajectory" >> beam.CoGroupByKey())
+            | "Merge extractions" >> beam.ParDo(MergeTrajectoryFn(self._extractor, self._budget))
+        )
         return {"rows": rows, "bad": ext["bad"], "duplicates": unique[DUPLICATES]}

@@ -50,14 +50,14 @@ def _one_line(text: str) -> str:
 def render_text(chain: list[dict[str, Any]], *, trajectory: str, target: str, depth: int) -> str:
     if not chain:
         return f"why {target} of {trajectory} (depth {depth}): no such turn or state in the graph"
-    turn_of = {row["uid"]: row["turn"] for row in chain}
+    label_of = {row["uid"]: f"{row['kind']} at turn {row['turn']}" for row in chain}
     lines = [f"why {target} of {trajectory} (depth {depth}, {len(chain)} steps, oldest first):"]
     for row in chain:
         label = "action" if row["kind"] == "action" else "state "
         lines.append(f"  turn {row['turn']:>4}  {label}  {_one_line(row['text'])}")
         if row["identifiers"]:
             lines.append(f"{'':17}identifiers: {', '.join(row['identifiers'])}")
-        later = sorted({turn_of[u] for u in row["leads_to"] if u in turn_of})
-        if later and row["hops"] > 0:
-            lines.append(f"{'':17}→ leads to turn {', '.join(str(t) for t in later)}")
+        leads = sorted({label_of[u] for u in row["leads_to"] if u in label_of})
+        if leads:
+            lines.append(f"{'':17}→ caused: {'; '.join(leads)}")
     return "\n".join(lines)

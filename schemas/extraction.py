@@ -86,7 +86,9 @@ class WindowExtraction(_Strict):
 
 class SupersedesItem(_Strict):
     newer: str = Field(description="'state:KEY' of the later state.")
-    older: str = Field(description="'state:KEY' of the earlier state of the same subject+attribute.")
+    older: str = Field(
+        description="'state:KEY' of the earlier state of the same subject+attribute."
+    )
     turns: list[int]
 
 

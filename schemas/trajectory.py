@@ -1,4 +1,4 @@
-"""The canonical trajectory contract: JSON Schema file, typed views, and the matching Arrow schema."""
+"""The canonical trajectory contract: JSON Schema file, typed views, matching Arrow schema."""
 
 from __future__ import annotations
 

@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("TRAJGRAPH_SHARED_TRAJECTORIES", REPO.parent / "shared" / "trajectories"))
+SHARED = Path(
+    os.environ.get("TRAJGRAPH_SHARED_TRAJECTORIES", REPO.parent / "shared" / "trajectories")
+)
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"real trajectories not found at {SHARED} (see ../shared/trajectories/README.md)")
+        pytest.skip(
+            f"real trajectories not found at {SHARED} (see ../shared/trajectories/README.md)"
+        )
     return SHARED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -45,8 +46,13 @@ def _parser() -> argparse.ArgumentParser:
 
     cy = sub.add_parser("cypher", help="run a query of the analyst library")
     cy.add_argument("name", nargs="?", help="query name; omit to list them")
-    cy.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                    help="query parameter; VALUE is parsed as JSON when it can be")
+    cy.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="query parameter; VALUE is parsed as JSON when it can be",
+    )
     cy.add_argument("--json", action="store_true")
 
     neo = sub.add_parser("neo4j", help="manage the local Neo4j server")
@@ -57,8 +63,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _DropImportNoise(logging.Filter):
+    # Beam warns at import time about optional Google Cloud clients nobody here uses.
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "apitools" not in record.getMessage()
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_DropImportNoise())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _configure_logging()
     try:
         if argv and argv[0] == "ingest":
             from pipelines import ingest
@@ -84,8 +103,12 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     if args.command == "why":
         return _why(args, settings)
     if args.command == "trajectories":
-        return _cypher_print("trajectories", {"tenant": args.tenant or settings.tenant,
-                                              "trajectory": None}, settings, args.json)
+        return _cypher_print(
+            "trajectories",
+            {"tenant": args.tenant or settings.tenant, "trajectory": None},
+            settings,
+            args.json,
+        )
     if args.command == "cypher":
         return _cypher(args, settings)
     raise AssertionError(args.command)
@@ -164,8 +187,9 @@ def _cypher(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     return _cypher_print(args.name, params, settings, args.json)
 
 
-def _cypher_print(name: str, params: dict[str, Any], settings: settings_mod.Settings,
-                  as_json: bool) -> int:
+def _cypher_print(
+    name: str, params: dict[str, Any], settings: settings_mod.Settings, as_json: bool
+) -> int:
     from graph.connection import open_driver
     from queries import library
 

@@ -29,7 +29,8 @@ def sample_trajectory() -> dict[str, Any]:
             "    return str(a) / b\n"
             "E   TypeError: unsupported operand type(s) for /: 'str' and 'int'\n"
             "=========================== short test summary info ============================\n"
-            "FAILED tests/test_calc.py::test_divide - TypeError: unsupported operand type(s) for /: 'str' and 'int'\n"
+            "FAILED tests/test_calc.py::test_divide - "
+            "TypeError: unsupported operand type(s) for /: 'str' and 'int'\n"
             "1 failed, 1 passed in 0.02s\n"
             "exit code: 1",
             "Run the tests to see what fails.",

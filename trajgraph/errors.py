@@ -39,4 +39,3 @@ class GraphError(TrajgraphError):
 
 class ServerError(TrajgraphError):
     """The local Neo4j server could not be fetched, started or stopped."""
-

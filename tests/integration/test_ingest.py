@@ -29,8 +29,19 @@ def _counts(driver: Any, tenant: str) -> tuple[int, int]:
     return nodes, rels
 
 
-def _ingest(paths: list[str], tenant: str, settings: Any, tmp: Path, *extra: str) -> ingest.IngestSummary:
-    argv = [*paths, "--tenant", tenant, "--dead-letter", str(tmp / "dl"), "--progress", "off", *extra]
+def _ingest(
+    paths: list[str], tenant: str, settings: Any, tmp: Path, *extra: str
+) -> ingest.IngestSummary:
+    argv = [
+        *paths,
+        "--tenant",
+        tenant,
+        "--dead-letter",
+        str(tmp / "dl"),
+        "--progress",
+        "off",
+        *extra,
+    ]
     return ingest.run(argv, settings=settings)
 
 
@@ -115,7 +126,9 @@ def test_bad_lines_go_to_dead_letter_and_the_rest_lands(
     assert sorted(d["locator"] for d in dead) == ["line 2", "line 3"]
     assert all(d["source"] == str(path) for d in dead)
     assert all(d["reason"] for d in dead)
-    ids = {r["id"] for r in driver.execute_query(cypher.COUNT_TRAJECTORY_TURNS, tenant=tenant).records}
+    ids = {
+        r["id"] for r in driver.execute_query(cypher.COUNT_TRAJECTORY_TURNS, tenant=tenant).records
+    }
     assert ids == {DEMO_ID, "second-good"}
 
 

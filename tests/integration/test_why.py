@@ -28,8 +28,12 @@ def test_why_chain_of_the_passing_run_reaches_back_to_the_fix_and_the_error(
     driver: Any, neo4j_settings: Any, demo_ingested: str
 ) -> None:
     chain = why_chain(
-        driver, database=neo4j_settings.neo4j.database, tenant=demo_ingested,
-        trajectory=DEMO_ID, turn=WHY_TURN, depth=6,
+        driver,
+        database=neo4j_settings.neo4j.database,
+        tenant=demo_ingested,
+        trajectory=DEMO_ID,
+        turn=WHY_TURN,
+        depth=6,
     )
     turns = [row["turn"] for row in chain]
     assert turns == sorted(turns)
@@ -40,11 +44,17 @@ def test_why_chain_of_the_passing_run_reaches_back_to_the_fix_and_the_error(
     assert "src/calc.py" in text
 
 
-def test_depth_one_is_a_subset_of_depth_six(driver: Any, neo4j_settings: Any, demo_ingested: str) -> None:
+def test_depth_one_is_a_subset_of_depth_six(
+    driver: Any, neo4j_settings: Any, demo_ingested: str
+) -> None:
     def uids(depth: int) -> set[str]:
         rows = why_chain(
-            driver, database=neo4j_settings.neo4j.database, tenant=demo_ingested,
-            trajectory=DEMO_ID, turn=WHY_TURN, depth=depth,
+            driver,
+            database=neo4j_settings.neo4j.database,
+            tenant=demo_ingested,
+            trajectory=DEMO_ID,
+            turn=WHY_TURN,
+            depth=depth,
         )
         return {r["uid"] for r in rows}
 
@@ -61,4 +71,6 @@ def test_unknown_trajectory_and_bad_depth_are_clear_errors(
         why_chain(driver, database=db, tenant=demo_ingested, trajectory=DEMO_ID, turn=1, depth=99)
     other_tenant = why_chain  # a trajectory of another tenant is invisible
     with pytest.raises(ConfigError, match="no trajectory"):
-        other_tenant(driver, database=db, tenant=demo_ingested + "-other", trajectory=DEMO_ID, turn=1)
+        other_tenant(
+            driver, database=db, tenant=demo_ingested + "-other", trajectory=DEMO_ID, turn=1
+        )

@@ -39,7 +39,14 @@ EXPECTED = {
     MINI: ("mini-swe-agent", [("django__django-16255", 17)]),
     OPENHANDS: ("openhands", [("basic_gui_mode", 5)]),
     SPIDER: ("spider-agent", [("sf_bq024-rollout0", 25)]),
-    TAU: ("tau-bench", [(TAU_STEM + "/task0-trial0", 16), (TAU_STEM + "/task1-trial0", 6), (TAU_STEM + "/task6-trial0", 12)]),
+    TAU: (
+        "tau-bench",
+        [
+            (TAU_STEM + "/task0-trial0", 16),
+            (TAU_STEM + "/task1-trial0", 6),
+            (TAU_STEM + "/task6-trial0", 12),
+        ],
+    ),
 }
 
 
@@ -347,7 +354,7 @@ def test_ama_bench_json_and_jsonl(tmp_path):
 def test_parquet_round_trip(tmp_path):
     originals = [canonical_traj("a", tenant="acme", outcome="ok"), canonical_traj("b")]
     path = tmp_path / "trajs.parquet"
-    pq.write_table(to_arrow(copy.deepcopy(originals)), path)
+    pq.write_table(to_arrow(copy.deepcopy(originals)), path)  # type: ignore[arg-type]
     records = list(split_records(str(path), path.read_bytes()))
     assert [(r.locator, r.format) for r in records] == [("row 0", "parquet"), ("row 1", "parquet")]
     back = [t for r in records for t in normalize(r)]

@@ -80,8 +80,11 @@ def test_duplicate_ids_keep_the_first_and_dead_letter_the_rest(tmp_path: Path) -
         read = p | ReadLogRecords([str(a), str(b)], None, 1 << 20)
         norm = read["records"] | NormalizeTrajectories("default")
         built = norm["trajectories"] | BuildGraphRows("heuristic", 512)
-        assert_that(built["rows"] | beam.Map(lambda g: g.trajectory_uid) | beam.combiners.Count.Globally(),
-                    equal_to([1]), label="one")
+        assert_that(
+            built["rows"] | beam.Map(lambda g: g.trajectory_uid) | beam.combiners.Count.Globally(),
+            equal_to([1]),
+            label="one",
+        )
         assert_that(
             built["duplicates"] | beam.Map(lambda d: (d["source"], "duplicate" in d["reason"])),
             equal_to([(str(b), True)]),
