@@ -90,10 +90,17 @@ class GraphWriter:
         return self.flush()
 
     def flush(self) -> WriteStats:
-        stats = WriteStats()
-        if not self._pending:
-            return stats
+        return self.write_batch(self.take())
+
+    def take(self) -> list[GraphRows]:
+        """Hand over what is buffered, e.g. to write it on another thread."""
         batch, self._pending, self._pending_rows = self._pending, [], 0
+        return batch
+
+    def write_batch(self, batch: list[GraphRows]) -> WriteStats:
+        stats = WriteStats()
+        if not batch:
+            return stats
         # The same trajectory twice in one flush: the last one wins, as a rewrite would.
         by_uid = {g.trajectory_uid: g for g in batch}
         stored = self._stored_hashes(list(by_uid))

@@ -25,6 +25,8 @@ from trajgraph.settings import Neo4jSettings
 
 NS = "trajgraph"
 DUPLICATES = "duplicates"
+FAILURES = "failures"
+FLUSH_BATCHES = 8
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ class NormalizeTrajectories(beam.PTransform):
         return {"trajectories": valid, "bad": bad}
 
 
-# -- windows and extraction ------------------------------------------------------------------
+# -- windows, extraction and merge ----------------------------------------------------------
 
 
 def trajectory_key(item: Located) -> tuple[str, Located]:
@@ -160,79 +162,11 @@ def trajectory_key(item: Located) -> tuple[str, Located]:
     return ids.trajectory_uid(t["tenant"], t["id"]), item
 
 
-class BuildWindowsFn(beam.DoFn):
-    def __init__(self, budget_tokens: int) -> None:
-        self._budget = budget_tokens
-
-    def process(self, keyed: tuple[str, Located]) -> Iterator[tuple[str, Any]]:
-        from pipelines.windows import build_windows
-
-        key, item = keyed
-        windows = build_windows(item.trajectory, budget_tokens=self._budget)
-        _count("turns", len(item.trajectory["turns"]))
-        for w in windows:
-            yield key, w
-
-
-class ExtractFn(beam.DoFn):
-    def __init__(self, extractor: str) -> None:
-        self._name = extractor
-        self._extractor: Any = None
-
-    def setup(self) -> None:
-        from extractors import get_extractor
-
-        self._extractor = get_extractor(self._name)
-
-    def process(self, keyed: tuple[str, Any]) -> Iterator[tuple[str, Any]]:
-        key, window = keyed
-        extraction = self._extractor.extract(window)
-        _count("windows")
-        yield key, extraction
-
-
-class ExtractWindows(beam.PTransform):
-    """Keyed trajectories → keyed WindowExtractions (one per turn)."""
-
-    def __init__(self, extractor: str, budget_tokens: int) -> None:
-        super().__init__()
-        self._extractor = extractor
-        self._budget = budget_tokens
-
-    def expand(self, keyed: Any) -> Any:
-        windows = keyed | "Slide windows" >> beam.ParDo(BuildWindowsFn(self._budget))
-        extracted, bad = (
-            windows
-            | "Extract states and objects"
-            >> beam.ParDo(ExtractFn(self._extractor)).with_exception_handling()
-        )
-        return {
-            "extractions": extracted,
-            "bad": bad | "Describe extraction failures" >> beam.Map(_window_failure),
-        }
-
-
-def _window_failure(bad: Any) -> dict[str, Any]:
-    # The turn itself still reaches the graph; only this window's states are missing.
-    (key, window), (exc_type, exc_repr, _tb) = bad
-    _count("windows_failed")
-    name = getattr(exc_type, "__name__", str(exc_type))
-    return dead_letter.row(
-        "extract",
-        str(getattr(window, "trajectory_id", key)),
-        f"turn {getattr(window, 'turn', '?')}",
-        exc_repr if exc_repr.startswith(name) else f"{name}: {exc_repr}",
-    )
-
-
-# -- merge and write -------------------------------------------------------------------------
-
-
 class DropDuplicateIdsFn(beam.DoFn):
     """Two records with one trajectory id (per tenant): keep the first, dead-letter the rest."""
 
     def process(self, grouped: tuple[str, list[Located]]) -> Iterator[Any]:
-        key, items = grouped
+        _key, items = grouped
         ordered = sorted(items, key=lambda i: (i.source, i.locator))
         first = ordered[0]
         for dup in ordered[1:]:
@@ -248,61 +182,124 @@ class DropDuplicateIdsFn(beam.DoFn):
                     f"[{first.locator}]",
                 ),
             )
-        yield key, first
+        yield first
 
 
-class MergeTrajectoryFn(beam.DoFn):
+class ExtractTrajectoryFn(beam.DoFn):
+    """Slide windows over one trajectory, extract each window, merge, build graph rows.
+
+    The three stages run in one DoFn because a runner would fuse them anyway and moving
+    thousands of per-window extractions through a shuffle only to regroup them by trajectory
+    costs more than extracting. A window whose extraction fails goes to the dead letters on
+    its own; its turn still reaches the graph.
+    """
+
     def __init__(self, extractor: str, budget_tokens: int) -> None:
-        self._extractor = extractor
+        self._name = extractor
         self._budget = budget_tokens
+        self._extractor: Any = None
 
-    def process(self, grouped: tuple[str, dict[str, list[Any]]]) -> Iterator[GraphRows]:
+    def setup(self) -> None:
+        from extractors import get_extractor
+
+        self._extractor = get_extractor(self._name)
+
+    def process(self, item: Located) -> Iterator[Any]:
+        try:
+            yield from self._extract(item)
+        except Exception as e:  # the trajectory cannot be built: a dead letter, not a crash
+            _count("dead_lettered")
+            yield beam.pvalue.TaggedOutput(
+                FAILURES, dead_letter.row("extract", item.source, item.locator, repr(e))
+            )
+
+    def _extract(self, item: Located) -> Iterator[Any]:
         from extractors.merge import merge
+        from pipelines.windows import build_windows
 
-        _key, parts = grouped
-        (item,) = parts["trajectory"]
         traj = item.trajectory
-        merged = merge(traj["turns"], list(parts["extractions"]))
-        digest = content_hash(traj, extractor=self._extractor, budget_tokens=self._budget)
-        yield build_rows(traj, merged, extractor=self._extractor, content_hash=digest)
+        windows = build_windows(traj, budget_tokens=self._budget)
+        _count("turns", len(traj["turns"]))
+        extractions = []
+        for window in windows:
+            try:
+                extractions.append(self._extractor.extract(window))
+            except Exception as e:  # one window must not sink its trajectory
+                _count("windows_failed")
+                yield beam.pvalue.TaggedOutput(
+                    FAILURES,
+                    dead_letter.row(
+                        "extract", item.source, f"{item.locator} turn {window.turn}", repr(e)
+                    ),
+                )
+        _count("windows", len(extractions))
+        merged = merge(traj["turns"], extractions)
+        digest = content_hash(traj, extractor=self._name, budget_tokens=self._budget)
+        yield build_rows(traj, merged, extractor=self._name, content_hash=digest)
 
 
 class WriteGraphFn(beam.DoFn):
-    """Buffers GraphRows per bundle and writes them in UNWIND batches."""
+    """Buffers GraphRows and writes them in UNWIND batches on one background thread, so
+    extraction (Python) and Neo4j (its own process) work at the same time. Batches are written
+    in order, at most MAX_IN_FLIGHT wait at once, and a bundle ends only when all are written."""
+
+    MAX_IN_FLIGHT = 2
 
     def __init__(self, neo: Neo4jSettings, batch_size: int) -> None:
         self._neo = neo
         self._batch_size = batch_size
         self._driver: Any = None
         self._writer: Any = None
+        self._pool: Any = None
+        self._in_flight: list[Any] = []
 
     def setup(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from graph.connection import open_driver
-        from graph.writer import ensure_schema
+        from graph.writer import GraphWriter, ensure_schema
 
         self._driver = open_driver(self._neo)
         ensure_schema(self._driver, self._neo.database)
+        self._writer = GraphWriter(self._driver, self._neo.database, batch_size=self._batch_size)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajgraph-write")
 
     def start_bundle(self) -> None:
-        from graph.writer import GraphWriter
-
-        self._writer = GraphWriter(self._driver, self._neo.database, batch_size=self._batch_size)
+        self._in_flight = []
 
     def process(self, rows: GraphRows) -> None:
         self._writer.add(rows)
-        if self._writer.pending_rows >= self._batch_size:
-            self._flush()
+        # A flush runs one statement per row kind; buffering several batches' worth keeps
+        # each statement's UNWIND near batch_size rows instead of a few dozen.
+        if self._writer.pending_rows >= self._batch_size * FLUSH_BATCHES:
+            self._submit()
+        self._collect(wait=False)
 
     def finish_bundle(self) -> None:
-        self._flush()
+        self._submit()
+        self._collect(wait=True)
 
-    def _flush(self) -> None:
-        stats = self._writer.flush()
+    def _submit(self) -> None:
+        batch = self._writer.take()
+        if batch:
+            while len(self._in_flight) >= self.MAX_IN_FLIGHT:
+                self._collect_one()
+            self._in_flight.append(self._pool.submit(self._writer.write_batch, batch))
+
+    def _collect(self, *, wait: bool) -> None:
+        while self._in_flight and (wait or self._in_flight[0].done()):
+            self._collect_one()
+
+    def _collect_one(self) -> None:
+        # Metrics must be reported from the DoFn's own thread, so results come back here.
+        stats = self._in_flight.pop(0).result()
         _count("trajectories_written", stats.trajectories)
         _count("trajectories_unchanged", stats.unchanged)
         _count("rows_written", stats.rows)
 
     def teardown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         if self._driver is not None:
             self._driver.close()
 
@@ -320,7 +317,7 @@ class WriteGraph(beam.PTransform):
 
 
 class BuildGraphRows(beam.PTransform):
-    """Valid trajectories → GraphRows (plus dead-letter rows for windows and duplicates)."""
+    """Valid trajectories → GraphRows, plus dead-letter rows for duplicates and failures."""
 
     def __init__(self, extractor: str, budget_tokens: int) -> None:
         super().__init__()
@@ -335,11 +332,7 @@ class BuildGraphRows(beam.PTransform):
             | "Drop duplicate ids"
             >> beam.ParDo(DropDuplicateIdsFn()).with_outputs(DUPLICATES, main="unique")
         )
-        keyed = unique.unique
-        ext = keyed | "Extract windows" >> ExtractWindows(self._extractor, self._budget)
-        rows = (
-            {"trajectory": keyed, "extractions": ext["extractions"]}
-            | ("Group extractions by trajectory" >> beam.CoGroupByKey())
-            | "Merge extractions" >> beam.ParDo(MergeTrajectoryFn(self._extractor, self._budget))
-        )
-        return {"rows": rows, "bad": ext["bad"], "duplicates": unique[DUPLICATES]}
+        built = unique.unique | "Extract and merge windows" >> beam.ParDo(
+            ExtractTrajectoryFn(self._extractor, self._budget)
+        ).with_outputs(FAILURES, main="rows")
+        return {"rows": built.rows, "bad": built[FAILURES], "duplicates": unique[DUPLICATES]}

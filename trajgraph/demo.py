@@ -110,7 +110,7 @@ def run(settings: Settings, *, start_server: bool = True) -> int:
     print()
     print(render_text(chain, trajectory=DEMO_ID, target=f"turn {WHY_TURN}", depth=6))
     print(
-        f"\nTry: trajgraph why --trajectory {DEMO_ID} --turn 1   |   trajgraph trajectories"
-        "\nStop Neo4j with: trajgraph neo4j stop"
+        f"\nTry: .venv/bin/trajgraph why --trajectory {DEMO_ID} --turn 1"
+        "\nStop Neo4j with: .venv/bin/trajgraph neo4j stop"
     )
     return 0 if summary.balanced and chain else 1
