@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -229,6 +230,12 @@ def run(
     summary.files = summary.files or len(paths)
     summary.extractor = args.extractor
     summary.dead_letter_path = prefix + ".jsonl"
+    if args.dead_letter is None and not (summary.dead_lettered or summary.windows_failed):
+        # Nothing was rejected: do not leave an empty folder behind for every clean run.
+        Path(summary.dead_letter_path).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            dl_dir.rmdir()
+        summary.dead_letter_path = ""
     return summary
 
 

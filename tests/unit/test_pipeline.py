@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from graph.rows import GraphRows
@@ -29,7 +29,7 @@ def test_normalize_routes_bad_records_to_dead_letter_with_locators() -> None:
         RawRecord("a.jsonl", "line 3", None, b"[1, 2]"),
         RawRecord("a.jsonl", "line 4", "canonical", _line(no_turn_list)),
     ]
-    with TestPipeline() as p:
+    with BeamTestPipeline() as p:
         out = p | beam.Create(records) | NormalizeTrajectories("t1")
         assert_that(
             out["trajectories"] | beam.Map(lambda i: (i.trajectory["id"], i.trajectory["tenant"])),
@@ -62,7 +62,7 @@ def test_read_then_build_rows_on_a_file(tmp_path: Path) -> None:
         assert r["states"] and r["objects"] and r["causes_turn_state"]
         assert r["complete"][0]["content_hash"] == rows[0].content_hash
 
-    with TestPipeline() as p:
+    with BeamTestPipeline() as p:
         read = p | ReadLogRecords([str(path)], None, 1 << 20)
         norm = read["records"] | NormalizeTrajectories("default")
         built = norm["trajectories"] | BuildGraphRows("heuristic", 512)
@@ -76,7 +76,7 @@ def test_duplicate_ids_keep_the_first_and_dead_letter_the_rest(tmp_path: Path) -
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text(json.dumps(sample_trajectory()) + "\n", encoding="utf-8")
     b.write_text(json.dumps(sample_trajectory()) + "\n", encoding="utf-8")
-    with TestPipeline() as p:
+    with BeamTestPipeline() as p:
         read = p | ReadLogRecords([str(a), str(b)], None, 1 << 20)
         norm = read["records"] | NormalizeTrajectories("default")
         built = norm["trajectories"] | BuildGraphRows("heuristic", 512)
