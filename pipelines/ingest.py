@@ -143,6 +143,18 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
     return sorted(dict.fromkeys(found))
 
 
+def _check_graph(neo: settings_mod.Neo4jSettings) -> None:
+    """Fail before reading anything when Neo4j is unreachable, with the reason, not a Beam trace."""
+    from graph.connection import open_driver
+    from graph.writer import ensure_schema
+
+    driver = open_driver(neo)
+    try:
+        ensure_schema(driver, neo.database)
+    finally:
+        driver.close()
+
+
 def _dead_letter_dir(arg: str | None, settings: settings_mod.Settings) -> Path:
     if arg:
         return Path(arg)
@@ -192,6 +204,7 @@ def run(
     if budget < 64:
         raise ConfigError(f"--budget must be at least 64 tokens, got {budget}")
     paths = expand_paths(args.paths)
+    _check_graph(settings.neo4j)
     dl_dir = _dead_letter_dir(args.dead_letter, settings)
     dl_dir.mkdir(parents=True, exist_ok=True)
     prefix = str(dl_dir / "dead-letter")

@@ -25,6 +25,14 @@ _SUFFIXES = (".traj.json", ".ndjson", ".jsonl", ".json", ".traj", ".parquet")
 SMALL_JSON_CHARS = 8_000
 
 
+def add_submission(metadata: dict[str, Any], submission: Any) -> None:
+    """SWE-style agents end with a patch: record its size, and the patch itself when small."""
+    if isinstance(submission, str):
+        metadata["submission_chars"] = len(submission)
+        if small_json(submission):
+            metadata["submission"] = submission
+
+
 def file_stem(source: str) -> str:
     """The trajectory id of a log that has none: its file name without the format suffixes."""
     name = PurePath(source).name if source else ""

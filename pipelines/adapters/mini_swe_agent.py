@@ -12,12 +12,12 @@ import re
 from typing import Any
 
 from pipelines.adapters.canonical import (
+    add_submission,
     epoch_to_iso,
     field,
     file_stem,
     new_trajectory,
     new_turn,
-    small_json,
     text_of,
 )
 from trajgraph.errors import InputError
@@ -110,10 +110,7 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
         "instance_cost": stats.get("instance_cost"),
         "api_calls": stats.get("api_calls"),
     }
-    if isinstance(submission, str):
-        metadata["submission_chars"] = len(submission)
-        if small_json(submission):
-            metadata["submission"] = submission
+    add_submission(metadata, submission)
     return [
         new_trajectory(
             id=str(obj.get("instance_id") or file_stem(source)),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.adapters.canonical import (
+    add_submission,
     as_text,
     field,
     file_stem,
@@ -78,10 +79,7 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
         "instance_id": info.get("instance_id"),
         "model_stats": info.get("model_stats") if small_json(info.get("model_stats")) else None,
     }
-    if isinstance(submission, str):
-        metadata["submission_chars"] = len(submission)
-        if small_json(submission):
-            metadata["submission"] = submission
+    add_submission(metadata, submission)
     return [
         new_trajectory(
             id=str(info.get("instance_id") or file_stem(source)),
