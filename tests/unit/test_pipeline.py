@@ -90,3 +90,13 @@ def test_duplicate_ids_keep_the_first_and_dead_letter_the_rest(tmp_path: Path) -
             equal_to([(str(b), True)]),
             label="dup",
         )
+
+
+def test_id_prefix_keeps_runs_of_one_benchmark_apart() -> None:
+    record = RawRecord("run/a.jsonl", "line 1", None, _line(sample_trajectory()))
+    with BeamTestPipeline() as p:
+        out = p | beam.Create([record]) | NormalizeTrajectories("default", "gpt-4o/")
+        assert_that(
+            out["trajectories"] | beam.Map(lambda i: i.trajectory["id"]),
+            equal_to([f"gpt-4o/{DEMO_ID}"]),
+        )
