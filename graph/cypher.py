@@ -163,8 +163,6 @@ SET t.content_hash = row.content_hash
 
 # -- counting (tests, benchmarks, summaries) ---------------------------------------------------
 
-COUNT_NODES = "MATCH (n) RETURN count(n) AS n"
-COUNT_RELATIONSHIPS = "MATCH ()-[r]->() RETURN count(r) AS n"
 COUNT_TENANT_NODES = "MATCH (n {tenant: $tenant}) RETURN count(n) AS n"
 COUNT_TENANT_RELATIONSHIPS = """
 MATCH (n {tenant: $tenant})-[r]->()
@@ -179,10 +177,4 @@ COUNT_TRAJECTORY_TURNS = """
 MATCH (t:Trajectory {tenant: $tenant})
 OPTIONAL MATCH (t)-[:HAS_TURN]->(u:Turn)
 RETURN t.id AS id, count(u) AS turns ORDER BY id
-"""
-DELETE_TENANT_BATCH = """
-MATCH (n {tenant: $tenant})
-WITH n LIMIT $limit
-DETACH DELETE n
-RETURN count(*) AS n
 """

@@ -52,13 +52,6 @@ class WriteStats:
     rows: int = 0
     statements: int = 0
 
-    def add(self, other: WriteStats) -> None:
-        self.trajectories += other.trajectories
-        self.unchanged += other.unchanged
-        self.rewritten += other.rewritten
-        self.rows += other.rows
-        self.statements += other.statements
-
 
 class GraphWriter:
     def __init__(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipelines.adapters.base import RawRecord
+from pipelines.adapters.base import Located, RawRecord
 
 PREVIEW_CHARS = 500
 
@@ -22,11 +22,8 @@ def _where(element: Any) -> tuple[str, str, str]:
     metadata = getattr(element, "metadata", None)  # fileio.ReadableFile
     if metadata is not None and hasattr(metadata, "path"):
         return str(metadata.path), "file", ""
-    if isinstance(element, tuple) and len(element) == 2 and isinstance(element[1], dict):
-        element = element[1]  # (key, trajectory)
-    if isinstance(element, dict):
-        locator = str(element.get("_locator") or element.get("id") or "")
-        return str(element.get("source", "")), locator, ""
+    if isinstance(element, Located):
+        return element.source, element.locator, str(element.trajectory.get("id", ""))
     return "", "", repr(element)[:PREVIEW_CHARS]
 
 

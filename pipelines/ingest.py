@@ -25,6 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from extractors import get_extractor
 from pipelines import dead_letter, progress
 from pipelines.adapters import FORMATS
 from pipelines.transforms import (
@@ -196,10 +197,7 @@ def run(
 ) -> IngestSummary:
     args, beam_args = build_parser().parse_known_args(argv)
     settings = settings or settings_mod.load()
-    if args.extractor not in ("heuristic",):
-        from extractors import get_extractor  # validates the name with a clear ConfigError
-
-        get_extractor(args.extractor)
+    get_extractor(args.extractor)  # an unknown name is a ConfigError before anything runs
     budget = args.budget or settings.token_budget
     if budget < 64:
         raise ConfigError(f"--budget must be at least 64 tokens, got {budget}")

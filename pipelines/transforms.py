@@ -7,7 +7,6 @@ with every failed record routed to one dead-letter PCollection.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -18,7 +17,7 @@ from graph import ids
 from graph.rows import GraphRows, build_rows, content_hash
 from pipelines import dead_letter, progress
 from pipelines.adapters import normalize, split_records
-from pipelines.adapters.base import RawRecord
+from pipelines.adapters.base import Located, RawRecord
 from schemas.trajectory import validate
 from trajgraph.errors import InputError
 from trajgraph.settings import Neo4jSettings
@@ -27,15 +26,6 @@ NS = "trajgraph"
 DUPLICATES = "duplicates"
 FAILURES = "failures"
 FLUSH_BATCHES = 8
-
-
-@dataclass(frozen=True)
-class Located:
-    """A normalized trajectory together with the record it came from (for dead-letter rows)."""
-
-    source: str
-    locator: str
-    trajectory: dict[str, Any]
 
 
 def _count(name: str, n: int = 1) -> None:

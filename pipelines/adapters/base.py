@@ -19,3 +19,12 @@ class RawRecord:
     locator: str
     format: str | None
     payload: Any
+
+
+@dataclass(frozen=True)
+class Located:
+    """A normalized trajectory together with the record it came from (for dead-letter rows)."""
+
+    source: str
+    locator: str
+    trajectory: dict[str, Any]

@@ -100,3 +100,15 @@ def test_id_prefix_keeps_runs_of_one_benchmark_apart() -> None:
             out["trajectories"] | beam.Map(lambda i: i.trajectory["id"]),
             equal_to([f"gpt-4o/{DEMO_ID}"]),
         )
+
+
+def test_a_schema_invalid_trajectory_is_dead_lettered_with_its_file_and_record() -> None:
+    bad = sample_trajectory()
+    bad["turns"] = [bad["turns"][1], bad["turns"][0]]  # idx 1 before idx 0
+    record = RawRecord("b.jsonl", "line 7", None, _line(bad))
+    with BeamTestPipeline() as p:
+        out = p | beam.Create([record]) | NormalizeTrajectories("default")
+        assert_that(
+            out["bad"] | beam.Map(lambda d: (d["stage"], d["source"], d["locator"], d["preview"])),
+            equal_to([("validate", "b.jsonl", "line 7", DEMO_ID)]),
+        )
