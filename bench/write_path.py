@@ -87,7 +87,7 @@ def _rows_for(trajectories: list[dict[str, Any]], tenant: str, budget: int) -> l
                 t,
                 merged,
                 extractor="heuristic",
-                content_hash=content_hash(t, extractor="heuristic", budget_tokens=budget),
+                content_hash=content_hash(t, merged, extractor="heuristic"),
             )
         )
     return rows

@@ -1,21 +1,37 @@
-"""Extractors turn a window into states, objects and edges (see schemas/extraction.py)."""
+"""Extractors turn windows into states, objects and edges (see schemas/extraction.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from trajgraph.errors import ConfigError
+from trajgraph.settings import LLMSettings
 
 if TYPE_CHECKING:
     from extractors.base import Extractor
 
-EXTRACTORS = ("heuristic",)
+EXTRACTORS = ("auto", "heuristic", "llm")
 
 
-def get_extractor(name: str) -> Extractor:
-    """The extractor called ``name``; ConfigError for an unknown name."""
-    if name == "heuristic":
-        from extractors.heuristic import HeuristicExtractor
+def resolve(name: str, llm: LLMSettings) -> str:
+    """``auto`` is the LLM when one is configured (TRAJGRAPH_LLM_MODEL), else the heuristic."""
+    if name == "auto":
+        return "llm" if llm.configured else "heuristic"
+    if name not in EXTRACTORS:
+        raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
+    return name
 
-        return HeuristicExtractor()
-    raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
+
+def get_extractor(
+    name: str, *, llm: LLMSettings | None = None, use_cache: bool = True
+) -> Extractor:
+    """The extractor called ``name``; ConfigError for an unknown name or a missing model."""
+    llm = llm or LLMSettings()
+    name = resolve(name, llm)
+    if name == "llm":
+        from extractors.llm import LLMExtractor
+
+        return LLMExtractor(llm, use_cache=use_cache)
+    from extractors.heuristic import HeuristicExtractor
+
+    return HeuristicExtractor()

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from extractors.base import WindowByWindow
 from extractors.identifiers import (
     KIND_PRIORITY,
     command_line,
@@ -152,7 +153,7 @@ _ALNUM = re.compile(r"[A-Za-z0-9]")
 _NUMBER_PREFIX = re.compile(r"^\d+(?::|\t)")
 
 
-class HeuristicExtractor:
+class HeuristicExtractor(WindowByWindow):
     """Deterministic regex extractor; cheap enough to run on every turn of every trajectory."""
 
     name: str = "heuristic"

@@ -130,18 +130,30 @@ def _rekeyed(
     states: list[StateItem] = []
     causes: list[CauseItem] = []
     associations: list[AssociationItem] = []
+    remaps: list[dict[str, str]] = []
+    first: dict[str, str] = {}  # a key as extracted → its final key where first defined
     for w in windows:
         remap: dict[str, str] = {}
         for s in w.states:
             key = _free_key(s.key, s.turn, taken)
             taken.add(key)
             remap.setdefault(s.key, key)  # a key repeated inside a window: edges mean the first
-            states.append(s if key == s.key else s.model_copy(update={"key": key}))
+            first.setdefault(s.key, key)
+            update: dict[str, Any] = {} if key == s.key else {"key": key}
+            if s.extractor is None:
+                update["extractor"] = w.extractor
+            states.append(s.model_copy(update=update) if update else s)
+        remaps.append(remap)
+
+    for w, remap in zip(windows, remaps, strict=True):
 
         def ref(r: str, remap: dict[str, str] = remap) -> str:
+            # A window's own states first; then a state another window defined (an LLM reply
+            # covering several windows may link them); otherwise the edge dangles and is dropped.
             if r.startswith("state:"):
                 key = r[len("state:") :]
-                return f"state:{remap[key]}" if key in remap else f"dangling:{key}"
+                found = remap.get(key) or first.get(key)
+                return f"state:{found}" if found else f"dangling:{key}"
             return r
 
         causes.extend(

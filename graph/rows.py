@@ -50,12 +50,15 @@ class GraphRows:
         return sum(len(v) for k, v in self.rows.items() if k != "complete")
 
 
-def content_hash(traj: dict[str, Any], *, extractor: str, budget_tokens: int) -> str:
-    """Hash of everything that determines a trajectory's subgraph (input, extractor, budget)."""
+def content_hash(traj: dict[str, Any], extraction: TrajectoryExtraction, *, extractor: str) -> str:
+    """Hash of everything a trajectory's subgraph is built from: the input, the extractor
+    and what it extracted. Hashing the extraction (not only its settings) matters for the
+    LLM: a window the heuristic stood in for last time may have LLM findings now."""
     h = hashlib.blake2b(digest_size=16)
     payload = {k: v for k, v in traj.items() if k != "source"}
     h.update(json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode())
-    h.update(f"\x1f{extractor}\x1f{budget_tokens}".encode())
+    h.update(f"\x1f{extractor}\x1f".encode())
+    h.update(extraction.model_dump_json().encode())
     return h.hexdigest()
 
 
@@ -142,7 +145,7 @@ def build_rows(
                     "value": s.value,
                     "kind": s.kind,
                     "text": s.text,
-                    "extractor": extractor,
+                    "extractor": s.extractor or extractor,
                 },
             }
         )

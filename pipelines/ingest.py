@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from extractors import get_extractor
+from extractors import EXTRACTORS, get_extractor, resolve
 from pipelines import dead_letter, progress
 from pipelines.adapters import FORMATS
 from pipelines.transforms import (
@@ -66,6 +67,7 @@ class IngestSummary:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["balanced"] = self.balanced
+        d["llm"] = self.llm
         return d
 
     def render(self) -> str:
@@ -82,7 +84,46 @@ class IngestSummary:
         ]
         if self.dead_lettered or self.windows_failed:
             lines.append(f"  dead letters       {self.dead_letter_path}")
+        lines.extend(self._render_llm())
         return "\n".join(lines)
+
+    @property
+    def llm(self) -> dict[str, int]:
+        """The LLM extractor's counters, without the ``llm_`` prefix."""
+        return {k[4:]: v for k, v in sorted(self.counters.items()) if k.startswith("llm_")}
+
+    def _render_llm(self) -> list[str]:
+        c = self.llm
+        if not c:
+            return []
+        retries = {k[len("retries_") :]: v for k, v in c.items() if k.startswith("retries_")}
+        retry_text = ", ".join(f"{v}x {k}" for k, v in retries.items() if v) or "none"
+        by_llm = c.get("windows", 0)
+        missing = c.get("usage_missing", 0)
+        usage = f", {missing} replies without usage" if missing else ""
+        return (
+            [
+                "  LLM",
+                f"    calls            {c.get('calls', 0)} (retries: {retry_text}; "
+                f"repairs {c.get('repairs', 0)}; splits {c.get('splits', 0)})",
+                f"    tokens           prompt {c.get('prompt_tokens', 0)} "
+                f"(tiktoken {c.get('prompt_tokens_local', 0)}), "
+                f"completion {c.get('completion_tokens', 0)}{usage}",
+                f"    windows          {by_llm} from replies, {c.get('cache_hits', 0)} cache hits, "
+                f"{c.get('fallbacks', 0)} by the heuristic instead",
+                f"    rejected         {c.get('rejected_identifiers', 0)} identifiers/values not "
+                f"verbatim, {c.get('rejected_refs', 0)} bad references",
+            ]
+            + (
+                [
+                    f"    schema           json_schema rejected, used json_object "
+                    f"({c['schema_downgrades']}x)"
+                ]
+                if c.get("schema_downgrades")
+                else []
+            )
+            + ([f"    errors           {c['errors']} requests failed"] if c.get("errors") else [])
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,7 +135,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("paths", nargs="+", help="files, directories or globs of agent logs")
     p.add_argument("--format", choices=FORMATS, default=None, help="skip auto-detection")
-    p.add_argument("--extractor", default="heuristic", help="heuristic (default, offline)")
+    p.add_argument(
+        "--extractor",
+        choices=EXTRACTORS,
+        default="auto",
+        help="llm (OpenAI-compatible server), heuristic (offline), or auto (default): llm when "
+        "TRAJGRAPH_LLM_MODEL is set, else heuristic",
+    )
+    p.add_argument("--llm-model", default=None, help="overrides TRAJGRAPH_LLM_MODEL")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="ask the LLM again for every window (fresh replies still refresh the cache)",
+    )
     p.add_argument(
         "--dead-letter",
         default=None,
@@ -169,6 +222,8 @@ def build_pipeline(
     paths: list[str],
     fmt: str | None,
     extractor: str,
+    llm: settings_mod.LLMSettings | None = None,
+    use_cache: bool = True,
     tenant: str,
     id_prefix: str = "",
     budget_tokens: int,
@@ -179,7 +234,9 @@ def build_pipeline(
 ) -> None:
     read = p | "Read log records" >> ReadLogRecords(paths, fmt, max_record_bytes)
     norm = read["records"] | "Normalize trajectories" >> NormalizeTrajectories(tenant, id_prefix)
-    built = norm["trajectories"] | "Build graph rows" >> BuildGraphRows(extractor, budget_tokens)
+    built = norm["trajectories"] | "Build graph rows" >> BuildGraphRows(
+        extractor, budget_tokens, llm, use_cache
+    )
     _ = built["rows"] | "Write graph" >> WriteGraph(neo, batch_size)
     _ = (
         (read["bad"], norm["bad"], built["bad"], built["duplicates"])
@@ -197,7 +254,11 @@ def run(
 ) -> IngestSummary:
     args, beam_args = build_parser().parse_known_args(argv)
     settings = settings or settings_mod.load()
-    get_extractor(args.extractor)  # an unknown name is a ConfigError before anything runs
+    llm = settings.llm
+    if args.llm_model:
+        llm = dataclasses.replace(llm, model=args.llm_model)
+    extractor = resolve(args.extractor, llm)
+    get_extractor(extractor, llm=llm)  # a bad name or a missing model fail before anything runs
     budget = args.budget or settings.token_budget
     if budget < 64:
         raise ConfigError(f"--budget must be at least 64 tokens, got {budget}")
@@ -223,7 +284,9 @@ def run(
             p,
             paths=paths,
             fmt=args.format,
-            extractor=args.extractor,
+            extractor=extractor,
+            llm=llm,
+            use_cache=not args.no_cache,
             tenant=args.tenant or settings.tenant,
             id_prefix=args.id_prefix,
             budget_tokens=budget,
@@ -239,7 +302,7 @@ def run(
             bar.stop()
     summary = _summarize(result, time.monotonic() - started)
     summary.files = summary.files or len(paths)
-    summary.extractor = args.extractor
+    summary.extractor = extractor if extractor != "llm" else f"llm ({llm.model})"
     summary.dead_letter_path = prefix + ".jsonl"
     if args.dead_letter is None and not (summary.dead_lettered or summary.windows_failed):
         # Nothing was rejected: do not leave an empty folder behind for every clean run.

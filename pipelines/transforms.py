@@ -20,7 +20,7 @@ from pipelines.adapters import normalize, split_records
 from pipelines.adapters.base import Located, RawRecord
 from schemas.trajectory import validate
 from trajgraph.errors import InputError
-from trajgraph.settings import Neo4jSettings
+from trajgraph.settings import LLMSettings, Neo4jSettings
 
 NS = "trajgraph"
 DUPLICATES = "duplicates"
@@ -176,23 +176,36 @@ class DropDuplicateIdsFn(beam.DoFn):
 
 
 class ExtractTrajectoryFn(beam.DoFn):
-    """Slide windows over one trajectory, extract each window, merge, build graph rows.
+    """Slide windows over one trajectory, extract them, merge, build graph rows.
 
     The three stages run in one DoFn because a runner would fuse them anyway and moving
     thousands of per-window extractions through a shuffle only to regroup them by trajectory
-    costs more than extracting. A window whose extraction fails goes to the dead letters on
-    its own; its turn still reaches the graph.
+    costs more than extracting; it also lets the LLM extractor pack a trajectory's windows
+    into few requests. A window whose extraction fails goes to the dead letters on its own;
+    its turn still reaches the graph.
     """
 
-    def __init__(self, extractor: str, budget_tokens: int) -> None:
+    def __init__(
+        self,
+        extractor: str,
+        budget_tokens: int,
+        llm: LLMSettings | None = None,
+        use_cache: bool = True,
+    ) -> None:
         self._name = extractor
         self._budget = budget_tokens
+        self._llm = llm
+        self._use_cache = use_cache
         self._extractor: Any = None
 
     def setup(self) -> None:
         from extractors import get_extractor
 
-        self._extractor = get_extractor(self._name)
+        self._extractor = get_extractor(self._name, llm=self._llm, use_cache=self._use_cache)
+
+    def teardown(self) -> None:
+        if self._extractor is not None:
+            self._extractor.close()
 
     def process(self, item: Located) -> Iterator[Any]:
         try:
@@ -209,23 +222,23 @@ class ExtractTrajectoryFn(beam.DoFn):
 
         traj = item.trajectory
         windows = build_windows(traj, budget_tokens=self._budget)
+        try:
+            batch = self._extractor.extract_windows(windows, task=str(traj.get("task") or ""))
+        finally:
+            # Counted even when extraction failed: calls, retries and tokens were spent.
+            for name, n in self._extractor.drain_stats().items():
+                _count(name, n)
+        for turn, e in batch.failures:
+            _count("windows_failed")
+            yield beam.pvalue.TaggedOutput(
+                FAILURES,
+                dead_letter.row("extract", item.source, f"{item.locator} turn {turn}", repr(e)),
+            )
         _count("turns", len(traj["turns"]))
-        extractions = []
-        for window in windows:
-            try:
-                extractions.append(self._extractor.extract(window))
-            except Exception as e:  # one window must not sink its trajectory
-                _count("windows_failed")
-                yield beam.pvalue.TaggedOutput(
-                    FAILURES,
-                    dead_letter.row(
-                        "extract", item.source, f"{item.locator} turn {window.turn}", repr(e)
-                    ),
-                )
-        _count("windows", len(extractions))
-        merged = merge(traj["turns"], extractions)
-        digest = content_hash(traj, extractor=self._name, budget_tokens=self._budget)
-        yield build_rows(traj, merged, extractor=self._name, content_hash=digest)
+        _count("windows", len(batch.extractions))
+        merged = merge(traj["turns"], batch.extractions)
+        digest = content_hash(traj, merged, extractor=self._extractor.fingerprint)
+        yield build_rows(traj, merged, extractor=self._extractor.label, content_hash=digest)
 
 
 class WriteGraphFn(beam.DoFn):
@@ -309,10 +322,18 @@ class WriteGraph(beam.PTransform):
 class BuildGraphRows(beam.PTransform):
     """Valid trajectories → GraphRows, plus dead-letter rows for duplicates and failures."""
 
-    def __init__(self, extractor: str, budget_tokens: int) -> None:
+    def __init__(
+        self,
+        extractor: str,
+        budget_tokens: int,
+        llm: LLMSettings | None = None,
+        use_cache: bool = True,
+    ) -> None:
         super().__init__()
         self._extractor = extractor
         self._budget = budget_tokens
+        self._llm = llm
+        self._use_cache = use_cache
 
     def expand(self, trajectories: Any) -> Any:
         unique = (
@@ -323,6 +344,6 @@ class BuildGraphRows(beam.PTransform):
             >> beam.ParDo(DropDuplicateIdsFn()).with_outputs(DUPLICATES, main="unique")
         )
         built = unique.unique | "Extract and merge windows" >> beam.ParDo(
-            ExtractTrajectoryFn(self._extractor, self._budget)
+            ExtractTrajectoryFn(self._extractor, self._budget, self._llm, self._use_cache)
         ).with_outputs(FAILURES, main="rows")
         return {"rows": built.rows, "bad": built[FAILURES], "duplicates": unique[DUPLICATES]}

@@ -8,9 +8,10 @@ an object by its verbatim name.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 ObjectKind = Literal[
     "path",
@@ -51,13 +52,15 @@ class ObjectItem(_Strict):
 
 
 class StateItem(_Strict):
-    key: str = Field(description="Unique within this extraction, e.g. 's1'.")
+    key: str = Field(description="Unique within the reply, e.g. 's1'.")
     subject: str = Field(description="What the state is about: a verbatim identifier or label.")
     attribute: str = Field(description="Which property of the subject, e.g. 'exit_code'.")
     value: str = Field(description="The value, verbatim from the window.")
     kind: StateKind
     turn: int = Field(description="The turn whose observation shows this state.")
     text: str = Field(description="One readable line describing the state.")
+    # Provenance, stamped by trajgraph (never asked of a model, so not in the JSON Schema).
+    extractor: SkipJsonSchema[str | None] = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class CauseItem(_Strict):
@@ -73,15 +76,26 @@ class AssociationItem(_Strict):
     turns: list[int]
 
 
-class WindowExtraction(_Strict):
-    """One window (observation t-1, action t, observation t) → states, objects, edges."""
+class WindowFindings(_Strict):
+    """What a model reports for one window (observation t-1, action t, observation t)."""
 
-    turn: int
+    turn: int = Field(description="The turn N of the window (its action and observation).")
     states: list[StateItem] = Field(default_factory=list)
     objects: list[ObjectItem] = Field(default_factory=list)
     causes: list[CauseItem] = Field(default_factory=list)
     associations: list[AssociationItem] = Field(default_factory=list)
+
+
+class WindowExtraction(WindowFindings):
+    """One window's findings plus which extractor produced them."""
+
     extractor: str = "heuristic"
+
+
+class ExtractionReply(_Strict):
+    """The LLM's reply to one request: one item per window it was asked about."""
+
+    windows: list[WindowFindings]
 
 
 class SupersedesItem(_Strict):
@@ -101,3 +115,37 @@ class TrajectoryExtraction(_Strict):
     causes: list[CauseItem] = Field(default_factory=list)
     associations: list[AssociationItem] = Field(default_factory=list)
     supersedes: list[SupersedesItem] = Field(default_factory=list)
+
+
+# Keywords strict structured outputs reject ("default") or that only cost prompt tokens on
+# every request: the extraction prompt explains the fields once, the schema gives the shape.
+_DROPPED = ("default", "title", "description")
+
+
+def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of ``model`` in the strict form structured-output servers require: every
+    object closed (``additionalProperties: false``) with all its properties required, and no
+    defaults or prose. Replies are validated against exactly this schema."""
+    return _strict(model.model_json_schema())
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if k in _DROPPED:
+            continue
+        named = k in ("properties", "$defs")  # maps of names to schemas, not schemas
+        out[k] = {n: _strict(sub) for n, sub in v.items()} if named else _strict(v)
+    if out.get("type") == "object" or "properties" in out:
+        out["additionalProperties"] = False
+        out["required"] = list(out.get("properties", {}))
+    return out
+
+
+def reply_json_schema() -> dict[str, Any]:
+    """The strict schema of an LLM extraction reply (see ExtractionReply)."""
+    return strict_json_schema(ExtractionReply)

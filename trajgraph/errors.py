@@ -39,3 +39,20 @@ class GraphError(TrajgraphError):
 
 class ServerError(TrajgraphError):
     """The local Neo4j server could not be fetched, started or stopped."""
+
+
+class ExtractionError(TrajgraphError):
+    """An extractor could not produce findings for a window (the caller falls back)."""
+
+
+class LLMError(ExtractionError):
+    """The LLM server failed a request for good (retries exhausted, or a non-retryable reply).
+
+    ``status`` is the HTTP status when there was one; ``fatal`` marks replies that will fail
+    the same way for every request (wrong key, unknown model), so a run should stop asking.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, fatal: bool = False) -> None:
+        self.status = status
+        self.fatal = fatal
+        super().__init__(message)

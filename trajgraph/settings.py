@@ -45,10 +45,42 @@ class LocalServerSettings:
     system_java_home: Path | None = None
 
 
+RESPONSE_FORMATS = ("auto", "json_schema", "json_object")
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """An OpenAI-compatible chat server for the LLM extractor. ``model`` empty = no LLM."""
+
+    model: str = ""
+    base_url: str | None = None  # None: the openai package's default (api.openai.com)
+    api_key: str | None = None
+    # auto: json_schema (strict) first, json_object plus validation if the server rejects it.
+    response_format: str = "auto"
+    timeout_s: float = 120.0
+    max_attempts: int = 6  # per request, counting the first; retries 429/5xx/timeouts only
+    concurrency: int = 4  # requests in flight per worker
+    pack_tokens: int = 8000  # window text packed into one request
+    max_output_tokens: int | None = None
+    temperature: float | None = 0.0  # None: not sent (some reasoning models reject it)
+    cache_path: Path | None = None  # None: no cache
+    # Cap on one Retry-After / backoff sleep, so a hostile header cannot stall a job for hours.
+    max_backoff_s: float = 60.0
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.model)
+
+    def __repr__(self) -> str:  # never print the key (Beam logs DoFn reprs)
+        key = "set" if self.api_key else "unset"
+        return f"LLMSettings(model={self.model!r}, base_url={self.base_url!r}, api_key={key})"
+
+
 @dataclass(frozen=True)
 class Settings:
     neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
     tenant: str = "default"
     token_budget: int = 2048
     write_batch_size: int = 1000
@@ -93,16 +125,65 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         password=env.get("NEO4J_PASSWORD") or "trajgraph-local",
         database=env.get("NEO4J_DATABASE") or "neo4j",
     )
+    llm = _llm(env)
     budget = _int(env, "TRAJGRAPH_TOKEN_BUDGET", 2048)
     if budget < 64:
         raise ConfigError(f"TRAJGRAPH_TOKEN_BUDGET must be at least 64, got {budget}")
     return Settings(
         neo4j=neo,
         local=local,
+        llm=llm,
         tenant=env.get("TRAJGRAPH_TENANT") or "default",
         token_budget=budget,
         write_batch_size=_int(env, "TRAJGRAPH_WRITE_BATCH", 1000),
     )
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as e:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from e
+
+
+def _llm(env: Mapping[str, str]) -> LLMSettings:
+    fmt = env.get("TRAJGRAPH_LLM_RESPONSE_FORMAT") or "auto"
+    if fmt not in RESPONSE_FORMATS:
+        raise ConfigError(
+            f"TRAJGRAPH_LLM_RESPONSE_FORMAT must be one of {', '.join(RESPONSE_FORMATS)}, "
+            f"got {fmt!r}"
+        )
+    cache = env.get("TRAJGRAPH_LLM_CACHE")
+    max_out = _int(env, "TRAJGRAPH_LLM_MAX_OUTPUT_TOKENS", 0)
+    llm = LLMSettings(
+        model=env.get("TRAJGRAPH_LLM_MODEL") or "",
+        base_url=env.get("OPENAI_BASE_URL") or None,
+        api_key=env.get("OPENAI_API_KEY") or None,
+        response_format=fmt,
+        timeout_s=_float(env, "TRAJGRAPH_LLM_TIMEOUT", 120.0),
+        max_attempts=_int(env, "TRAJGRAPH_LLM_MAX_ATTEMPTS", 6),
+        concurrency=_int(env, "TRAJGRAPH_LLM_CONCURRENCY", 4),
+        pack_tokens=_int(env, "TRAJGRAPH_LLM_PACK_TOKENS", 8000),
+        max_output_tokens=max_out or None,
+        temperature=(
+            None
+            if (env.get("TRAJGRAPH_LLM_TEMPERATURE") or "").lower() == "none"
+            else _float(env, "TRAJGRAPH_LLM_TEMPERATURE", 0.0)
+        ),
+        cache_path=(
+            None
+            if cache in ("off", "none")
+            else Path(cache)
+            if cache
+            else _default_home() / "llm-cache.sqlite3"
+        ),
+    )
+    if llm.max_attempts < 1 or llm.concurrency < 1:
+        raise ConfigError("TRAJGRAPH_LLM_MAX_ATTEMPTS and TRAJGRAPH_LLM_CONCURRENCY must be >= 1")
+    return llm
 
 
 def _port_of(uri: str) -> int:

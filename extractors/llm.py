@@ -1,0 +1,288 @@
+"""The LLM extractor: windows → packed requests → validated, verbatim-checked findings.
+
+Per trajectory: cached windows are taken from the cache; the rest are packed into requests
+(see llm_prompt) sent with bounded concurrency. Each reply is validated against the strict
+schema; an invalid one gets one repair request quoting the error; what is still invalid, or
+could not be fetched, is extracted by the offline heuristic instead. No window is lost.
+
+Counters (drained by the pipeline into the run summary): llm_calls, llm_retries_<reason>,
+llm_prompt_tokens, llm_completion_tokens (the server's usage, else tiktoken),
+llm_prompt_tokens_local, llm_windows, llm_cache_hits, llm_repairs, llm_fallbacks,
+llm_rejected_identifiers, llm_rejected_refs, llm_splits, llm_schema_downgrades, llm_errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from extractors.base import ExtractionBatch, Stats, WindowByWindow
+from extractors.heuristic import HeuristicExtractor
+from extractors.llm_cache import ExtractionCache, cache_key
+from extractors.llm_client import ChatClient, ChatReply
+from extractors.llm_prompt import (
+    PROMPT_VERSION,
+    Request,
+    build_request,
+    messages,
+    pack,
+    prompt_tokens,
+    repair_messages,
+    response_format,
+)
+from extractors.llm_reply import InvalidReply, filter_reply, parse_reply
+from pipelines.tokens import count_tokens
+from pipelines.windows import Window
+from schemas.extraction import WindowExtraction
+from trajgraph.errors import ConfigError, LLMError
+from trajgraph.settings import LLMSettings
+
+log = logging.getLogger(__name__)
+
+# Outcomes of one request for its windows: findings, or why the heuristic must stand in.
+_Result = dict[int, WindowExtraction | str]
+
+
+class LLMExtractor(WindowByWindow):
+    name = "llm"
+
+    def __init__(self, settings: LLMSettings, *, use_cache: bool = True) -> None:
+        if not settings.model:
+            raise ConfigError(
+                "the llm extractor needs a model: set TRAJGRAPH_LLM_MODEL (and OPENAI_BASE_URL "
+                "for a server other than api.openai.com)"
+            )
+        if settings.pack_tokens < 1:
+            raise ConfigError("TRAJGRAPH_LLM_PACK_TOKENS must be positive")
+        self.settings = settings
+        self.use_cache = use_cache
+        self.stats = Stats()
+        self._mode = "json_object" if settings.response_format == "json_object" else "json_schema"
+        self._fallback = HeuristicExtractor()
+        # Created on first use, in the worker: none of these pickle.
+        self._client: ChatClient | None = None
+        self._cache: ExtractionCache | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._fatal: LLMError | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def fingerprint(self) -> str:
+        return f"llm:{self.settings.model}:{PROMPT_VERSION}"
+
+    @property
+    def label(self) -> str:
+        """The ``extractor`` property of the states this extractor writes."""
+        return f"llm:{self.settings.model}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for k in ("_client", "_cache", "_pool", "_lock", "stats"):
+            state[k] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self.stats = Stats()
+
+    def _open(self) -> None:
+        with self._lock:
+            if self._client is None:
+                self._client = ChatClient(self.settings, self.stats)
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.settings.concurrency, thread_name_prefix="trajgraph-llm"
+                )
+                if self.settings.cache_path is not None:
+                    self._cache = ExtractionCache(self.settings.cache_path)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if self._client is not None:
+            self._client.close()
+        if self._cache is not None:
+            self._cache.close()
+        self._client = self._pool = self._cache = None
+
+    # -- the Extractor interface ------------------------------------------------------------
+
+    def extract(self, window: Window) -> WindowExtraction:
+        batch = self.extract_windows([window])
+        if batch.failures:
+            raise batch.failures[0][1]
+        return batch.extractions[0]
+
+    def extract_windows(self, windows: Sequence[Window], *, task: str = "") -> ExtractionBatch:
+        """Findings for every window (LLM, cache or heuristic); LLMError only when the server
+        rejects the configuration itself (wrong key or model), which no fallback should hide."""
+        if self._fatal is not None:
+            raise self._fatal
+        self._open()
+        assert self._pool is not None
+        turns = [w.turn for w in windows]
+        keys = {w.turn: cache_key(self.settings.model, PROMPT_VERSION, w.text()) for w in windows}
+        results: _Result = {}
+        if self._cache is not None and self.use_cache:
+            for turn, value in self._from_cache(keys).items():
+                results[turn] = value
+        todo = [w for w in windows if w.turn not in results]
+        futures = [
+            self._pool.submit(self._run, build_request(group, task), turns)
+            for group in pack(todo, self.settings.pack_tokens)
+        ]
+        fresh: _Result = {}
+        for f in futures:
+            try:
+                fresh.update(f.result())
+            except LLMError as e:  # only fatal ones get here: _run falls back on the others
+                self._fatal = e
+                raise
+        self._to_cache(keys, fresh)
+        results.update(fresh)
+
+        batch = ExtractionBatch()
+        for w in windows:
+            found = results.get(w.turn, "no reply")
+            if isinstance(found, WindowExtraction):
+                batch.extractions.append(found)
+                continue
+            self.stats.inc("llm_fallbacks")
+            try:
+                batch.extractions.append(self._fallback.extract(w))
+            except Exception as e:
+                batch.failures.append((w.turn, e))
+        return batch
+
+    def drain_stats(self) -> dict[str, int]:
+        return self.stats.drain()
+
+    # -- cache ------------------------------------------------------------------------------
+
+    def _from_cache(self, keys: dict[int, str]) -> _Result:
+        assert self._cache is not None
+        hits = self._cache.get_many(keys.values())
+        out: _Result = {}
+        for turn, key in keys.items():
+            value = hits.get(key)
+            if value is None:
+                continue
+            self.stats.inc("llm_cache_hits")
+            if "findings" in value:
+                out[turn] = WindowExtraction.model_validate(value["findings"])
+            else:  # the model's reply for this window was unusable: do not pay to hear it again
+                out[turn] = str(value.get("fallback", "cached fallback"))
+        return out
+
+    def _to_cache(self, keys: dict[int, str], fresh: _Result) -> None:
+        if self._cache is None:
+            return
+        items: dict[str, Any] = {}
+        for turn, value in fresh.items():
+            if isinstance(value, WindowExtraction):
+                items[keys[turn]] = {"findings": value.model_dump(mode="json")}
+            elif value.startswith("invalid"):
+                items[keys[turn]] = {"fallback": value}
+            # Transport failures are not cached: the next run should try again.
+        self._cache.put_many(items)
+
+    # -- one request ------------------------------------------------------------------------
+
+    def _run(self, request: Request, trajectory_turns: list[int]) -> _Result:
+        try:
+            return self._run_checked(request, trajectory_turns)
+        except LLMError as e:
+            if e.fatal:
+                raise
+            self.stats.inc("llm_errors")
+            log.warning("LLM request for turns %s failed, heuristic used: %s", request.turns, e)
+            return {t: f"error: {e}" for t in request.turns}
+
+    def _run_checked(self, request: Request, trajectory_turns: list[int]) -> _Result:
+        assert self._client is not None
+        try:
+            msgs, reply = self._send(request)
+        except LLMError as e:
+            if e.status in (400, 413) and len(request.windows) > 1:
+                return self._split(request, trajectory_turns)  # most likely too long
+            raise
+        if reply.finish_reason == "length" and len(request.windows) > 1:
+            return self._split(request, trajectory_turns)  # the reply was cut off
+        try:
+            parsed = parse_reply(_content(reply))
+        except InvalidReply as first:
+            self.stats.inc("llm_repairs")
+            fmt = response_format(self._mode)
+            repair = repair_messages(msgs, reply.content or "", str(first))
+            again = self._client.complete(repair, fmt)
+            self._account(repair, fmt, again)
+            try:
+                parsed = parse_reply(_content(again))
+            except InvalidReply as second:
+                log.warning("reply for turns %s invalid after repair: %s", request.turns, second)
+                return {t: f"invalid after repair: {second}" for t in request.turns}
+        filtered = filter_reply(parsed, request.windows, trajectory_turns, self.label)
+        self.stats.inc("llm_rejected_identifiers", filtered.rejected_identifiers)
+        self.stats.inc("llm_rejected_refs", filtered.rejected_refs)
+        if filtered.rejected:
+            log.info("dropped from the LLM reply (not verbatim): %s", "; ".join(filtered.rejected))
+        self.stats.inc("llm_windows", len(filtered.extractions))
+        out: _Result = {t: "invalid: the reply has no item for this window" for t in request.turns}
+        out.update(filtered.extractions)
+        return out
+
+    def _send(self, request: Request) -> tuple[list[dict[str, str]], ChatReply]:
+        assert self._client is not None
+        mode = self._mode
+        msgs, fmt = messages(request, mode), response_format(mode)
+        try:
+            reply = self._client.complete(msgs, fmt)
+        except LLMError as e:
+            if not (e.status == 400 and mode == "json_schema" and self._may_downgrade()):
+                raise
+            # Servers without structured outputs reject json_schema with a 400: try the same
+            # request as json_object, and keep that mode if it works.
+            msgs, fmt = messages(request, "json_object"), response_format("json_object")
+            reply = self._client.complete(msgs, fmt)
+            if self._mode == "json_schema":
+                self._mode = "json_object"
+                self.stats.inc("llm_schema_downgrades")
+                log.warning("the LLM server rejected json_schema (%s); using json_object", e)
+        self._account(msgs, fmt, reply)
+        return msgs, reply
+
+    def _may_downgrade(self) -> bool:
+        return self.settings.response_format == "auto"
+
+    def _split(self, request: Request, trajectory_turns: list[int]) -> _Result:
+        self.stats.inc("llm_splits")
+        windows = [pw.window for pw in request.windows]
+        half = len(windows) // 2
+        out: _Result = {}
+        for part in (windows[:half], windows[half:]):
+            out.update(self._run(build_request(part, request.task), trajectory_turns))
+        return out
+
+    def _account(self, msgs: list[dict[str, str]], fmt: dict[str, Any], reply: ChatReply) -> None:
+        local = prompt_tokens(msgs, fmt)
+        self.stats.inc("llm_prompt_tokens_local", local)
+        self.stats.inc("llm_prompt_tokens", reply.prompt_tokens if reply.prompt_tokens else local)
+        completion = reply.completion_tokens
+        if completion is None:
+            completion = count_tokens(reply.content or "")
+        self.stats.inc("llm_completion_tokens", completion)
+        if reply.prompt_tokens is None:
+            self.stats.inc("llm_usage_missing")
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+
+def _content(reply: ChatReply) -> str | None:
+    if reply.refusal:
+        raise InvalidReply(f"the model refused: {reply.refusal}")
+    return reply.content

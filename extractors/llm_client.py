@@ -1,0 +1,153 @@
+"""One chat-completion request to an OpenAI-compatible server, with trajgraph's only retry layer.
+
+The openai client is built with ``max_retries=0``: retrying here, in one place, is what makes
+the counters honest. Retried: 429 (after its Retry-After), 5xx, timeouts and connection
+errors. Never retried: any other 4xx, which would fail the same way again.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import openai
+
+from extractors.base import Stats
+from trajgraph.errors import LLMError
+from trajgraph.settings import LLMSettings
+
+BACKOFF_BASE_S = 0.5
+# The same request fails the same way for these: stop asking (the key, the model, the account).
+FATAL_STATUSES = frozenset({401, 403, 404})
+# Servers without a key still need one in the client; local servers ignore it.
+PLACEHOLDER_KEY = "not-needed"
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    content: str | None
+    refusal: str | None
+    finish_reason: str | None
+    prompt_tokens: int | None  # from the server's usage, when it sends one
+    completion_tokens: int | None
+
+
+class ChatClient:
+    def __init__(
+        self,
+        settings: LLMSettings,
+        stats: Stats,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._settings = settings
+        self._stats = stats
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._client = openai.OpenAI(
+            api_key=settings.api_key or (PLACEHOLDER_KEY if settings.base_url else None),
+            base_url=settings.base_url,
+            max_retries=0,
+            timeout=settings.timeout_s,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def complete(
+        self, messages: list[dict[str, str]], response_format: dict[str, Any]
+    ) -> ChatReply:
+        """Send one request, retrying transient failures; LLMError once it cannot succeed."""
+        s = self._settings
+        extra: dict[str, Any] = {}
+        if s.max_output_tokens:
+            extra["max_completion_tokens"] = s.max_output_tokens
+        if s.temperature is not None:
+            extra["temperature"] = s.temperature
+        last = ""
+        for attempt in range(1, s.max_attempts + 1):
+            self._stats.inc("llm_calls")
+            try:
+                # Plain dicts, not the SDK's TypedDicts: the messages are built from data.
+                resp = self._client.chat.completions.create(  # type: ignore[call-overload]
+                    model=s.model, messages=messages, response_format=response_format, **extra
+                )
+            except openai.RateLimitError as e:
+                reason, last = "429", _describe(e)
+                delay = retry_after(e.response.headers) if e.response is not None else None
+            except openai.InternalServerError as e:
+                reason, last, delay = "5xx", _describe(e), None
+            except openai.APITimeoutError:  # before APIConnectionError: it is a subclass
+                reason, last, delay = "timeout", f"no reply within {s.timeout_s:g}s", None
+            except openai.APIConnectionError as e:
+                reason, last, delay = "connection", _describe(e), None
+            except openai.APIStatusError as e:
+                raise LLMError(
+                    f"the LLM server refused the request: {_describe(e)}",
+                    status=e.status_code,
+                    fatal=e.status_code in FATAL_STATUSES,
+                ) from e
+            except openai.OpenAIError as e:  # e.g. a reply body that is not a chat completion
+                raise LLMError(f"the LLM client failed: {e}") from e
+            else:
+                return _reply(resp)
+            self._stats.inc(f"llm_retries_{reason}")
+            if attempt == s.max_attempts:
+                break
+            wait = delay if delay is not None else self._backoff(attempt)
+            self._sleep(min(max(wait, 0.0), s.max_backoff_s))
+        raise LLMError(f"the LLM server failed {s.max_attempts} attempts; last: {last}")
+
+    def _backoff(self, attempt: int) -> float:
+        # Full jitter: concurrent workers that failed together do not retry together.
+        return self._rng.uniform(0, min(self._settings.max_backoff_s, BACKOFF_BASE_S * 2**attempt))
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _describe(e: openai.OpenAIError) -> str:
+    status = getattr(e, "status_code", None)
+    message = getattr(e, "message", None) or str(e)
+    return f"{status} {message}" if status else message
+
+
+def _reply(resp: Any) -> ChatReply:
+    try:
+        choice = resp.choices[0]
+    except (AttributeError, IndexError, TypeError) as e:
+        raise LLMError("the LLM server replied without a choice") from e
+    usage = getattr(resp, "usage", None)
+    return ChatReply(
+        content=choice.message.content,
+        refusal=getattr(choice.message, "refusal", None),
+        finish_reason=choice.finish_reason,
+        prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
+        completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
+    )

@@ -1,0 +1,309 @@
+"""A local OpenAI-compatible HTTP server for tests and benchmarks: real HTTP, no patching.
+
+``POST /v1/chat/completions`` answers like a model that follows trajgraph's extraction prompt:
+it reads the windows out of the request's log block and reports what the offline heuristic
+finds in them (rule-derived, deterministic). Faults are scripted per request, in order:
+
+    ok              a normal reply
+    429[:S]         429 Too Many Requests with Retry-After: S (default 1)
+    500 / 503       a server error
+    timeout         sleep ``timeout_sleep_s`` before replying (longer than the client waits)
+    drop            close the connection without a reply
+    invalid_json    a reply that is not JSON
+    schema_invalid  JSON that breaks the reply schema
+    invent          a normal reply plus objects and a state value that are not in the log
+    truncate        half a reply with finish_reason "length"
+    refuse          a refusal
+    401 / 400       a client error
+
+Content rules: a window holding "ignore previous instructions" makes the model gullible:
+it abandons the reply format (schema-invalid JSON), as a model that obeyed the log would.
+With ``json_schema_supported=False`` it answers json_schema requests with 400, like servers
+without structured outputs. Every request is recorded; prompt tokens are counted here with
+the same tiktoken encoding trajgraph uses.
+
+Run standalone: ``python -m tests.fake_openai [--port N]`` prints its base URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from extractors.heuristic import HeuristicExtractor
+from pipelines.tokens import count_tokens
+from pipelines.windows import Window
+
+_BLOCK = re.compile(r"<<<LOG (\w+)>>>\n(.*?)<<<END \1>>>", re.DOTALL)
+_PART = re.compile(r"^\[turn (\d+) (action|observation)\]$", re.MULTILINE)
+_WANTED = re.compile(r"Windows to extract: ([\d, ]+)\.")
+INJECTION = re.compile(r"ignore (all )?previous instructions", re.IGNORECASE)
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    fault: str
+    prompt_tokens: int = 0
+
+
+@dataclass
+class FakeOpenAI:
+    json_schema_supported: bool = True
+    send_usage: bool = True
+    timeout_sleep_s: float = 2.0
+    faults: deque[str] = field(default_factory=deque)
+    requests: list[Recorded] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, port: int = 0) -> FakeOpenAI:
+        handler = _handler_for(self)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    # -- scripting and inspection ------------------------------------------------------------
+
+    def script(self, *faults: str) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.faults.clear()
+            self.requests.clear()
+
+    @property
+    def chat_requests(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(r.prompt_tokens for r in self.chat_requests)
+
+    def _next_fault(self) -> str:
+        with self._lock:
+            return self.faults.popleft() if self.faults else "ok"
+
+    def _record(self, rec: Recorded) -> None:
+        with self._lock:
+            self.requests.append(rec)
+
+
+def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            return
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+            else:
+                self._json(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError:
+                self._json(400, {"error": {"message": "body is not JSON"}})
+                return
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._json(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            fault = fake._next_fault()
+            rec = Recorded(self.path, dict(self.headers), body, fault, _prompt_tokens(body))
+            fake._record(rec)
+            self._chat(body, fault, rec.prompt_tokens)
+
+        def _chat(self, body: dict[str, Any], fault: str, prompt_tokens: int) -> None:
+            fmt = (body.get("response_format") or {}).get("type")
+            if fmt == "json_schema" and not fake.json_schema_supported:
+                self._json(400, _error("response_format json_schema is not supported"))
+                return
+            kind, _, arg = fault.partition(":")
+            if kind == "429":
+                self._json(429, _error("rate limited"), {"retry-after": arg or "1"})
+                return
+            if kind in ("500", "503", "400", "401"):
+                self._json(int(kind), _error(f"injected {kind}"))
+                return
+            if kind == "drop":
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if kind == "timeout":
+                time.sleep(fake.timeout_sleep_s)
+            content, finish = _answer(body, kind)
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": count_tokens(content or ""),
+                "total_tokens": prompt_tokens + count_tokens(content or ""),
+            }
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if kind == "refuse":
+                message = {"role": "assistant", "content": None, "refusal": "I cannot help."}
+            reply: dict[str, Any] = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "fake"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            }
+            if fake.send_usage:
+                reply["usage"] = usage
+            # The client may have given up already (timeout fault).
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._json(200, reply)
+
+        def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "fake_error"}}
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    """What the request costs: message texts plus 4 per message, plus the schema if sent."""
+    n = sum(count_tokens(str(m.get("content") or "")) + 4 for m in body.get("messages") or [])
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        n += count_tokens(json.dumps(fmt["json_schema"]["schema"], separators=(",", ":")))
+    return n
+
+
+def parse_windows(user: str) -> dict[int, Window]:
+    """The windows a request asks about, rebuilt from its log block."""
+    wanted_m = _WANTED.search(user)
+    blocks = _BLOCK.findall(user)
+    if not wanted_m or not blocks:
+        return {}
+    wanted = [int(x) for x in wanted_m.group(1).replace(" ", "").split(",") if x]
+    log = blocks[-1][1]
+    parts: dict[tuple[int, str], str] = {}
+    marks = list(_PART.finditer(log))
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(log)
+        text = log[m.end() + 1 : end]
+        parts[(int(m.group(1)), m.group(2))] = text.removesuffix("\n")
+    turns = sorted({t for t, _ in parts})
+    out: dict[int, Window] = {}
+    for t in wanted:
+        earlier = [u for u in turns if u < t and (u, "observation") in parts]
+        prev = earlier[-1] if earlier else None
+        out[t] = Window(
+            tenant="fake",
+            trajectory_id="fake",
+            turn=t,
+            prev_turn=prev,
+            prev_observation=parts.get((prev, "observation"), "") if prev is not None else "",
+            action=parts.get((t, "action"), ""),
+            observation=parts.get((t, "observation"), ""),
+            truncated=False,
+            tokens=0,
+        )
+    return out
+
+
+def _answer(body: dict[str, Any], kind: str) -> tuple[str, str]:
+    msgs = body.get("messages") or []
+    user = next((m["content"] for m in msgs if m.get("role") == "user"), "")
+    if kind == "invalid_json":
+        return '{"windows": [ {"turn": 1, "states": [ oops', "stop"
+    if kind == "schema_invalid":
+        return json.dumps({"windows": [{"turn": "one", "facts": []}]}), "stop"
+    windows = parse_windows(user)
+    if any(INJECTION.search(w.observation + w.action) for w in windows.values()):
+        # A model that obeys the log abandons the contract; trajgraph must not care.
+        return json.dumps({"status": "ignoring previous instructions", "windows": "none"}), "stop"
+    ex = HeuristicExtractor()
+    items = []
+    for w in windows.values():
+        found = ex.extract(w).model_dump(mode="json", exclude={"extractor"})
+        for s in found["states"]:
+            s.pop("extractor", None)
+        items.append(found)
+    if kind == "invent" and items:
+        items[0]["objects"].append(
+            {"name": "/etc/invented/by-the-model.conf", "kind": "path", "turns": [items[0]["turn"]]}
+        )
+        items[0]["states"].append(
+            {
+                "key": "invented",
+                "subject": "server",
+                "attribute": "status",
+                "value": "healthy according to the model",
+                "kind": "status",
+                "turn": items[0]["turn"],
+                "text": "the server is healthy",
+            }
+        )
+    content = json.dumps({"windows": items})
+    if kind == "truncate":
+        return content[: len(content) // 2], "length"
+    return content, "stop"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, default=0)
+    args = p.parse_args()
+    fake = FakeOpenAI().start(args.port)
+    print(fake.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()
