@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         rows["one window per request"] = measure(trajectories, unpacked, fake, args.budget)
         rows["packed, re-run (cache)"] = measure(trajectories, cached, fake, args.budget)
 
-    result = {
+    result: dict[str, Any] = {
         "trajectories": len(trajectories),
         "turns": turns,
         "trajectory_tokens": traj_tokens,

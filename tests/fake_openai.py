@@ -94,8 +94,8 @@ class FakeOpenAI:
     @property
     def url(self) -> str:
         assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
 
     # -- scripting and inspection ------------------------------------------------------------
 
