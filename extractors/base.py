@@ -125,6 +125,24 @@ def is_verbatim(needle: str, hay: str) -> bool:
     return bool(n) and "\x00" not in n and n in hay
 
 
+def find_verbatim(needle: str, *texts: str) -> str | None:
+    """The exact span of ``texts`` that ``needle`` matches up to whitespace, or None.
+
+    An extractor may re-wrap a line; what the graph stores is the log's own bytes. trajgraph's
+    truncation markers split the texts: no span runs across one.
+    """
+    words = needle.split()
+    if not words:
+        return None
+    pattern = re.compile(r"\s+".join(re.escape(w) for w in words))
+    for text in texts:
+        for segment in _MARKER.split(text):
+            m = pattern.search(segment)
+            if m:
+                return m.group(0)
+    return None
+
+
 def verbatim_violations(extraction: WindowExtraction, window: Window) -> list[str]:
     """Object names and state values that do not occur verbatim in ``window.text()``.
 

@@ -65,6 +65,10 @@ class PackedWindow:
     def turn(self) -> int:
         return self.window.turn
 
+    @property
+    def texts(self) -> tuple[str, str, str]:
+        return (self.prev_text, self.window.action, self.window.observation)
+
 
 @dataclass(frozen=True)
 class Request:

@@ -18,7 +18,7 @@ from functools import lru_cache
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from extractors.base import haystack, is_verbatim
+from extractors.base import find_verbatim, is_verbatim
 from extractors.llm_prompt import PackedWindow
 from schemas.extraction import (
     AssociationItem,
@@ -102,7 +102,8 @@ def filter_reply(
                 key, n = f"{base}~{n}", n + 1
             taken.add(key)
             keys.setdefault(s.key, key)
-            states.append(s.model_copy(update={"key": key, "extractor": extractor}))
+            value = find_verbatim(s.value, *pw.texts) or s.value
+            states.append(s.model_copy(update={"key": key, "value": value, "extractor": extractor}))
         kept[item.turn] = (item, states, _objects(item.objects, pw, out))
 
     names = {o.name for _, _, objs in kept.values() for o in objs}
@@ -157,7 +158,7 @@ def _state_ok(s: StateItem, pw: PackedWindow, out: Filtered) -> bool:
     if s.turn not in allowed:
         out.rejected_refs += 1
         return False
-    if not is_verbatim(s.value, pw.hay):
+    if find_verbatim(s.value, *pw.texts) is None:
         _reject(out, f"state value {s.value!r}")
         return False
     if not (_quotes_verbatim(s.text, pw.hay) and _quotes_verbatim(s.subject, pw.hay)):
@@ -170,14 +171,15 @@ def _objects(items: Sequence[ObjectItem], pw: PackedWindow, out: Filtered) -> li
     objects: dict[str, ObjectItem] = {}
     w = pw.window
     for o in items:
-        if not is_verbatim(o.name, pw.hay):
+        name = find_verbatim(o.name, *pw.texts)
+        if name is None:
             _reject(out, f"object {o.name!r}")
             continue
         # The turns an object is mentioned in are checked, not taken from the reply.
-        turns = [w.turn] if is_verbatim(o.name, haystack(w.action, w.observation)) else []
-        if w.prev_turn is not None and is_verbatim(o.name, haystack(pw.prev_text)):
+        turns = [w.turn] if find_verbatim(name, w.action, w.observation) is not None else []
+        if w.prev_turn is not None and find_verbatim(name, pw.prev_text) is not None:
             turns.insert(0, w.prev_turn)
-        objects.setdefault(o.name, ObjectItem(name=o.name, kind=o.kind, turns=turns))
+        objects.setdefault(name, ObjectItem(name=name, kind=o.kind, turns=turns))
     return list(objects.values())
 
 

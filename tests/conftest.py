@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(
@@ -20,3 +23,10 @@ def shared_dir() -> Path:
             f"real trajectories not found at {SHARED} (see ../shared/trajectories/README.md)"
         )
     return SHARED
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeOpenAI]:
+    """A local OpenAI-compatible server (real HTTP) with scriptable faults; see fake_openai."""
+    with FakeOpenAI() as server:
+        yield server

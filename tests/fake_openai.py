@@ -76,7 +76,9 @@ class FakeOpenAI:
         handler = _handler_for(self)
         self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -151,7 +153,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             fault = fake._next_fault()
-            rec = Recorded(self.path, dict(self.headers), body, fault, _prompt_tokens(body))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            rec = Recorded(self.path, headers, body, fault, _prompt_tokens(body))
             fake._record(rec)
             self._chat(body, fault, rec.prompt_tokens)
 
