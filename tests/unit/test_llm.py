@@ -90,7 +90,8 @@ def test_reply_schema_is_strict_everywhere() -> None:
                 assert node["additionalProperties"] is False
                 assert sorted(node["required"]) == sorted(node["properties"])
             for k, v in node.items():
-                walk(v) if k not in ("properties", "$defs") else [walk(x) for x in v.values()]
+                for sub in v.values() if k in ("properties", "$defs") else [v]:
+                    walk(sub)
         elif isinstance(node, list):
             for x in node:
                 walk(x)
