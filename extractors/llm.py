@@ -42,6 +42,8 @@ from trajgraph.settings import LLMSettings
 
 log = logging.getLogger(__name__)
 
+# Requests that failed in a row, each after all its retries, before the server counts as down.
+BREAKER_FAILURES = 3
 # Outcomes of one request for its windows: findings, or why the heuristic must stand in.
 _Result = dict[int, WindowExtraction | str]
 
@@ -67,6 +69,7 @@ class LLMExtractor(WindowByWindow):
         self._cache: ExtractionCache | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._fatal: LLMError | None = None
+        self._failed_in_a_row = 0
         self._lock = threading.Lock()
 
     @property
@@ -192,14 +195,30 @@ class LLMExtractor(WindowByWindow):
     # -- one request ------------------------------------------------------------------------
 
     def _run(self, request: Request, trajectory_turns: list[int]) -> _Result:
+        if self._failed_in_a_row >= BREAKER_FAILURES:
+            # The server is down: every request would wait out all its retries first. The
+            # heuristic stands in (not cached), and the next run asks the LLM again.
+            self.stats.inc("llm_skipped_server_down", len(request.turns))
+            return {t: "error: the LLM server is down" for t in request.turns}
         try:
-            return self._run_checked(request, trajectory_turns)
+            result = self._run_checked(request, trajectory_turns)
         except LLMError as e:
             if e.fatal:
                 raise
             self.stats.inc("llm_errors")
+            if e.status is None or e.status == 429 or e.status >= 500:
+                self._failed_in_a_row += 1
+                if self._failed_in_a_row == BREAKER_FAILURES:
+                    log.error(
+                        "%d LLM requests in a row failed; the heuristic extracts the rest "
+                        "of this run: %s",
+                        BREAKER_FAILURES,
+                        e,
+                    )
             log.warning("LLM request for turns %s failed, heuristic used: %s", request.turns, e)
             return {t: f"error: {e}" for t in request.turns}
+        self._failed_in_a_row = 0
+        return result
 
     def _run_checked(self, request: Request, trajectory_turns: list[int]) -> _Result:
         assert self._client is not None

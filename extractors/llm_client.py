@@ -23,6 +23,11 @@ from trajgraph.settings import LLMSettings
 BACKOFF_BASE_S = 0.5
 # The same request fails the same way for these: stop asking (the key, the model, the account).
 FATAL_STATUSES = frozenset({401, 403, 404})
+_HINTS = {
+    401: " (check OPENAI_API_KEY)",
+    403: " (check OPENAI_API_KEY and the account's access to the model)",
+    404: " (check TRAJGRAPH_LLM_MODEL and OPENAI_BASE_URL, which usually ends in /v1)",
+}
 # Servers without a key still need one in the client; local servers ignore it.
 PLACEHOLDER_KEY = "not-needed"
 
@@ -87,8 +92,9 @@ class ChatClient:
             except openai.APIConnectionError as e:
                 reason, last, delay = "connection", _describe(e), None
             except openai.APIStatusError as e:
+                hint = _HINTS.get(e.status_code, "")
                 raise LLMError(
-                    f"the LLM server refused the request: {_describe(e)}",
+                    f"the LLM server refused the request: {_describe(e)}{hint}",
                     status=e.status_code,
                     fatal=e.status_code in FATAL_STATUSES,
                 ) from e
@@ -101,7 +107,8 @@ class ChatClient:
                 break
             wait = delay if delay is not None else self._backoff(attempt)
             self._sleep(min(max(wait, 0.0), s.max_backoff_s))
-        raise LLMError(f"the LLM server failed {s.max_attempts} attempts; last: {last}")
+        where = s.base_url or "api.openai.com"
+        raise LLMError(f"the LLM server at {where} failed {s.max_attempts} attempts; last: {last}")
 
     def _backoff(self, attempt: int) -> float:
         # Full jitter: concurrent workers that failed together do not retry together.

@@ -91,7 +91,15 @@ def run(settings: Settings, *, start_server: bool = True) -> int:
     with tempfile.TemporaryDirectory(prefix="trajgraph-demo-") as tmp:
         sample = write_sample(Path(tmp))
         summary = ingest.run(
-            [str(sample), "--dead-letter", str(Path(tmp) / "dead-letter"), "--progress", "off"],
+            [
+                str(sample),
+                "--extractor",
+                "heuristic",  # the embedded default is offline, even where an LLM is configured
+                "--dead-letter",
+                str(Path(tmp) / "dead-letter"),
+                "--progress",
+                "off",
+            ],
             settings=settings,
         )
     print(summary.render())

@@ -7,6 +7,7 @@ does). If nothing answers there and the URI is local, it starts the embedded ser
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 from neo4j.exceptions import AuthError, ServiceUnavailable
 
 from graph import local_server
-from trajgraph.settings import Settings, load
+from trajgraph.settings import LLMSettings, Settings, load
 
 HERE = Path(__file__).resolve().parent
 DELETE_BATCH = 10_000
@@ -33,8 +34,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def neo4j_settings() -> Settings:
     """The full Settings from the environment (`.neo4j` for the connection, `.local` for the
-    embedded server)."""
-    return load()
+    embedded server), minus any LLM: tests never reach a real model (or the internet); the LLM
+    tests point at tests/fake_openai.py themselves."""
+    return dataclasses.replace(load(), llm=LLMSettings())
 
 
 @pytest.fixture(scope="session")

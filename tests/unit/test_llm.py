@@ -571,3 +571,22 @@ def test_llm_settings_from_environment() -> None:
     assert resolve("auto", LLMSettings()) == "heuristic"
     with pytest.raises(ConfigError, match="TRAJGRAPH_LLM_MODEL"):
         get_extractor("llm", llm=LLMSettings())
+
+
+def test_a_down_server_is_not_retried_forever(fake_llm: FakeOpenAI) -> None:
+    long_traj = {
+        **TRAJ,
+        "turns": [
+            {"idx": i, "action": f"cat file_{i}.txt", "observation": f"line {i}\n" * 40}
+            for i in range(12)
+        ],
+    }
+    ex = LLMExtractor(settings(fake_llm, max_attempts=2, pack_tokens=300))
+    fake_llm.script(*["500"] * 6)
+    batch, stats = run(ex, windows(long_traj))
+    assert len(batch.extractions) == 12  # the heuristic stood in for every window
+    assert stats["llm_errors"] == 3
+    assert len(fake_llm.chat_requests) == 6  # three requests x two attempts, then no more
+    assert stats["llm_skipped_server_down"] > 0
+    assert stats["llm_fallbacks"] == 12
+    ex.close()
