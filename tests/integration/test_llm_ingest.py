@@ -175,3 +175,26 @@ def test_prompt_injection_in_a_log_changes_nothing_but_that_windows_extractor(
         tenant=tenant,
     )
     assert pwned == 0
+
+
+def test_a_rejected_key_dead_letters_with_the_reason_instead_of_guessing(
+    driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    log = tmp_path / "two.jsonl"
+    rows = [
+        {"id": f"key-{i}", "turns": [{"idx": 0, "action": "ls", "observation": "a.txt"}]}
+        for i in range(2)
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    settings = _settings(neo4j_settings, fake_llm, tmp_path / "cache.sqlite3")
+    fake_llm.script("401")
+    summary = _ingest([str(log)], tenant, settings, tmp_path, "--format", "canonical")
+
+    assert summary.balanced and summary.dead_lettered == 2 and summary.ingested == 0
+    assert len(fake_llm.chat_requests) == 1  # the worker stopped asking after the 401
+    letters = [
+        json.loads(line)
+        for line in (tmp_path / "dl" / "dead-letter.jsonl").read_text().splitlines()
+    ]
+    assert all("401" in d["reason"] and "OPENAI_API_KEY" in d["reason"] for d in letters)
+    assert {d["source"] for d in letters} == {str(log)}
