@@ -8,6 +8,7 @@ errors. Never retried: any other 4xx, which would fail the same way again.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,9 @@ class ChatClient:
         self._stats = stats
         self._sleep = sleep
         self._rng = rng or random.Random()
+        # Trajectories and the packs of one trajectory are both extracted on threads; this
+        # is the one bound on requests in flight per worker.
+        self._in_flight = threading.BoundedSemaphore(settings.concurrency)
         self._client = openai.OpenAI(
             api_key=settings.api_key or (PLACEHOLDER_KEY if settings.base_url else None),
             base_url=settings.base_url,
@@ -79,9 +83,10 @@ class ChatClient:
             self._stats.inc("llm_calls")
             try:
                 # Plain dicts, not the SDK's TypedDicts: the messages are built from data.
-                resp = self._client.chat.completions.create(  # type: ignore[call-overload]
-                    model=s.model, messages=messages, response_format=response_format, **extra
-                )
+                with self._in_flight:
+                    resp = self._client.chat.completions.create(  # type: ignore[call-overload]
+                        model=s.model, messages=messages, response_format=response_format, **extra
+                    )
             except openai.RateLimitError as e:
                 reason, last = "429", _describe(e)
                 delay = retry_after(e.response.headers) if e.response is not None else None

@@ -6,6 +6,7 @@ with every failed record routed to one dead-letter PCollection.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -176,13 +177,15 @@ class DropDuplicateIdsFn(beam.DoFn):
 
 
 class ExtractTrajectoryFn(beam.DoFn):
-    """Slide windows over one trajectory, extract them, merge, build graph rows.
+    """Slide windows over trajectories, extract them, merge, build graph rows.
 
     The three stages run in one DoFn because a runner would fuse them anyway and moving
     thousands of per-window extractions through a shuffle only to regroup them by trajectory
     costs more than extracting; it also lets the LLM extractor pack a trajectory's windows
-    into few requests. A window whose extraction fails goes to the dead letters on its own;
-    its turn still reaches the graph.
+    into few requests. Elements are small batches of trajectories: with an LLM they are
+    extracted on ``threads`` threads, so small trajectories do not wait for each other's
+    replies (the client bounds the requests in flight). A window whose extraction fails goes
+    to the dead letters on its own; its turn still reaches the graph.
     """
 
     def __init__(
@@ -191,54 +194,80 @@ class ExtractTrajectoryFn(beam.DoFn):
         budget_tokens: int,
         llm: LLMSettings | None = None,
         use_cache: bool = True,
+        threads: int = 1,
     ) -> None:
         self._name = extractor
         self._budget = budget_tokens
         self._llm = llm
         self._use_cache = use_cache
+        self._threads = threads
         self._extractor: Any = None
+        self._pool: Any = None
 
     def setup(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from extractors import get_extractor
 
         self._extractor = get_extractor(self._name, llm=self._llm, use_cache=self._use_cache)
+        if self._threads > 1:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="trajgraph-extract")
 
     def teardown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         if self._extractor is not None:
             self._extractor.close()
 
-    def process(self, item: Located) -> Iterator[Any]:
-        try:
-            yield from self._extract(item)
-        except Exception as e:  # the trajectory cannot be built: a dead letter, not a crash
-            _count("dead_lettered")
-            yield beam.pvalue.TaggedOutput(
-                FAILURES, dead_letter.row("extract", item.source, item.locator, repr(e))
-            )
+    def process(self, batch: list[Located]) -> Iterator[Any]:
+        if self._pool is not None and len(batch) > 1:
+            results = list(self._pool.map(self._extract_one, batch))
+        else:
+            results = [self._extract_one(item) for item in batch]
+        # Beam metrics belong to the DoFn's thread: workers return counts, this thread reports.
+        counts: Counter[str] = Counter(self._extractor.drain_stats())
+        for outputs, n in results:
+            counts.update(n)
+            yield from outputs
+        for name, value in counts.items():
+            _count(name, value)
 
-    def _extract(self, item: Located) -> Iterator[Any]:
+    def _extract_one(self, item: Located) -> tuple[list[Any], Counter[str]]:
+        outputs: list[Any] = []
+        counts: Counter[str] = Counter()
+        try:
+            self._extract(item, outputs, counts)
+        except Exception as e:  # the trajectory cannot be built: a dead letter, not a crash
+            counts["dead_lettered"] += 1
+            outputs.append(
+                beam.pvalue.TaggedOutput(
+                    FAILURES, dead_letter.row("extract", item.source, item.locator, repr(e))
+                )
+            )
+        return outputs, counts
+
+    def _extract(self, item: Located, outputs: list[Any], counts: Counter[str]) -> None:
         from extractors.merge import merge
         from pipelines.windows import build_windows
 
         traj = item.trajectory
         windows = build_windows(traj, budget_tokens=self._budget)
-        try:
-            batch = self._extractor.extract_windows(windows, task=str(traj.get("task") or ""))
-        finally:
-            # Counted even when extraction failed: calls, retries and tokens were spent.
-            for name, n in self._extractor.drain_stats().items():
-                _count(name, n)
+        batch = self._extractor.extract_windows(windows, task=str(traj.get("task") or ""))
         for turn, e in batch.failures:
-            _count("windows_failed")
-            yield beam.pvalue.TaggedOutput(
-                FAILURES,
-                dead_letter.row("extract", item.source, f"{item.locator} turn {turn}", repr(e)),
+            counts["windows_failed"] += 1
+            outputs.append(
+                beam.pvalue.TaggedOutput(
+                    FAILURES,
+                    dead_letter.row("extract", item.source, f"{item.locator} turn {turn}", repr(e)),
+                )
             )
-        _count("turns", len(traj["turns"]))
-        _count("windows", len(batch.extractions))
+        counts["turns"] += len(traj["turns"])
+        counts["windows"] += len(batch.extractions)
         merged = merge(traj["turns"], batch.extractions)
         digest = content_hash(traj, merged, extractor=self._extractor.fingerprint)
-        yield build_rows(traj, merged, extractor=self._extractor.label, content_hash=digest)
+        outputs.append(
+            build_rows(traj, merged, extractor=self._extractor.label, content_hash=digest)
+        )
 
 
 class WriteGraphFn(beam.DoFn):
@@ -343,7 +372,16 @@ class BuildGraphRows(beam.PTransform):
             | "Drop duplicate ids"
             >> beam.ParDo(DropDuplicateIdsFn()).with_outputs(DUPLICATES, main="unique")
         )
-        built = unique.unique | "Extract and merge windows" >> beam.ParDo(
-            ExtractTrajectoryFn(self._extractor, self._budget, self._llm, self._use_cache)
-        ).with_outputs(FAILURES, main="rows")
+        threads = self._llm.concurrency if self._extractor == "llm" and self._llm else 1
+        built = (
+            unique.unique
+            | "Batch trajectories"
+            >> beam.BatchElements(min_batch_size=threads, max_batch_size=threads * 2)
+            | "Extract and merge windows"
+            >> beam.ParDo(
+                ExtractTrajectoryFn(
+                    self._extractor, self._budget, self._llm, self._use_cache, threads
+                )
+            ).with_outputs(FAILURES, main="rows")
+        )
         return {"rows": built.rows, "bad": built[FAILURES], "duplicates": unique[DUPLICATES]}

@@ -62,6 +62,7 @@ class FakeOpenAI:
     json_schema_supported: bool = True
     send_usage: bool = True
     timeout_sleep_s: float = 2.0
+    latency_s: float = 0.0  # added to every chat reply, like a real model's generation time
     faults: deque[str] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
 
@@ -176,6 +177,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             if kind == "timeout":
                 time.sleep(fake.timeout_sleep_s)
+            elif fake.latency_s:
+                time.sleep(fake.latency_s)
             content, finish = _answer(body, kind)
             usage = {
                 "prompt_tokens": prompt_tokens,
@@ -299,8 +302,9 @@ def _answer(body: dict[str, Any], kind: str) -> tuple[str, str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
     args = p.parse_args()
-    fake = FakeOpenAI().start(args.port)
+    fake = FakeOpenAI(latency_s=args.latency).start(args.port)
     print(fake.url, flush=True)
     try:
         threading.Event().wait()
