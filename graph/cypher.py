@@ -1,6 +1,7 @@
-"""Every write-side Cypher statement trajgraph runs. Values only ever arrive as $parameters.
+"""Every Cypher statement trajgraph's code runs: the write side and the retrieval engine.
+Values only ever arrive as $parameters.
 
-Read-side analyst queries live in queries/*.cypher.
+The analysts' library (runnable as written in Neo4j Browser) lives in queries/*.cypher.
 """
 
 from __future__ import annotations
@@ -26,6 +27,48 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX object_tenant IF NOT EXISTS FOR (n:Object) ON (n.tenant)",
     "CREATE INDEX identifier_value IF NOT EXISTS FOR (n:Identifier) ON (n.tenant, n.value)",
 )
+
+# Full-text search over what people and agents type into questions: state descriptions and
+# values, and the verbatim action/observation text of turns.
+FULLTEXT: tuple[str, ...] = (
+    "CREATE FULLTEXT INDEX state_text IF NOT EXISTS "
+    "FOR (n:State) ON EACH [n.text, n.subject, n.value]",
+    "CREATE FULLTEXT INDEX turn_text IF NOT EXISTS FOR (n:Turn) ON EACH [n.action, n.observation]",
+)
+
+# -- embeddings -------------------------------------------------------------------------------
+
+# Vector index name → label. Both use the one embedding space recorded below.
+VECTOR_INDEXES: dict[str, str] = {"state_embedding": "State", "turn_embedding": "Turn"}
+
+CREATE_VECTOR_INDEX: dict[str, str] = {
+    "state_embedding": "CREATE VECTOR INDEX state_embedding IF NOT EXISTS "
+    "FOR (n:State) ON n.embedding OPTIONS {indexConfig: "
+    "{`vector.dimensions`: $dim, `vector.similarity_function`: 'cosine'}}",
+    "turn_embedding": "CREATE VECTOR INDEX turn_embedding IF NOT EXISTS "
+    "FOR (n:Turn) ON n.embedding OPTIONS {indexConfig: "
+    "{`vector.dimensions`: $dim, `vector.similarity_function`: 'cosine'}}",
+}
+
+# The first writer records which model made the vectors; everyone after must match it.
+CLAIM_EMBEDDING_SPACE = """
+MERGE (e:EmbeddingSpace {name: 'nodes'})
+ON CREATE SET e.model = $model, e.dim = $dim, e.created = datetime()
+RETURN e.model AS model, e.dim AS dim
+"""
+
+GET_EMBEDDING_SPACE = """
+OPTIONAL MATCH (e:EmbeddingSpace {name: 'nodes'})
+RETURN e.model AS model, e.dim AS dim
+"""
+
+VECTOR_INDEX_DIMENSIONS = """
+SHOW VECTOR INDEXES YIELD name, options
+WHERE name IN $names
+RETURN name, options.indexConfig.`vector.dimensions` AS dim
+"""
+
+EXISTING_HASH = "MATCH (t:Trajectory {uid: $uid}) RETURN t.content_hash AS content_hash"
 
 # -- change detection -------------------------------------------------------------------------
 
@@ -178,3 +221,132 @@ MATCH (t:Trajectory {tenant: $tenant})
 OPTIONAL MATCH (t)-[:HAS_TURN]->(u:Turn)
 RETURN t.id AS id, count(u) AS turns ORDER BY id
 """
+
+# -- retrieval engine (read side; analysts' queries are queries/*.cypher) ----------------------
+
+# Over-fetch then filter by tenant: Neo4j 5 vector search cannot pre-filter.
+VECTOR_TOP_K = """
+CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node, score
+WHERE node.tenant = $tenant
+RETURN node.uid AS uid, score
+ORDER BY score DESC
+LIMIT $k
+"""
+
+# Inside one trajectory an exact scan is cheap and never misses what the ANN index would.
+TRAJECTORY_SIMILARITY = """
+CALL () {
+  MATCH (n:State {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+  UNION ALL
+  MATCH (n:Turn {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+}
+WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
+ORDER BY score DESC
+LIMIT $k
+RETURN n.uid AS uid, score
+"""
+
+NODES_BY_UID = """
+UNWIND $uids AS uid
+CALL (uid) {
+  MATCH (n:State {uid: uid}) RETURN n
+  UNION
+  MATCH (n:Turn {uid: uid}) RETURN n
+  UNION
+  MATCH (n:Object {uid: uid}) RETURN n
+}
+RETURN n.uid AS uid,
+       CASE WHEN n:Turn THEN 'turn' WHEN n:State THEN 'state' ELSE 'object' END AS kind,
+       n.trajectory_id AS trajectory_id,
+       coalesce(n.idx, n.turn, n.first_turn) AS turn,
+       n.action AS action, n.observation AS observation,
+       n.text AS text, n.subject AS subject, n.attribute AS attribute, n.value AS value,
+       n.name AS name, n.turns AS turns,
+       CASE WHEN n:State THEN NOT EXISTS { (:State)-[:SUPERSEDES]->(n) } ELSE null END AS current
+"""
+
+_SEEDS = """
+UNWIND $uids AS uid
+CALL (uid) {
+  MATCH (n:State {uid: uid}) RETURN n
+  UNION
+  MATCH (n:Turn {uid: uid}) RETURN n
+  UNION
+  MATCH (n:Object {uid: uid}) RETURN n
+}
+"""
+
+# One hop per query: the engine walks breadth-first, so depth is a parameter and the frontier
+# is capped, instead of a variable-length pattern whose bound must be a literal.
+CAUSES_UPSTREAM_HOP = (
+    _SEEDS
+    + """
+MATCH (n)<-[r:CAUSES]-(m)
+RETURN DISTINCT m.uid AS uid, n.uid AS via, r.reason AS reason
+"""
+)
+
+CAUSES_DOWNSTREAM_HOP = (
+    _SEEDS
+    + """
+MATCH (n)-[r:CAUSES]->(m)
+RETURN DISTINCT m.uid AS uid, n.uid AS via, r.reason AS reason
+"""
+)
+
+ASSOCIATED_HOP = (
+    _SEEDS
+    + """
+MATCH (n)-[:ASSOCIATED]-(m)
+RETURN DISTINCT m.uid AS uid, n.uid AS via, null AS reason
+"""
+)
+
+# A turn's own results: the states its action produced (for a turn reached by traversal).
+STATES_AT_TURNS = """
+UNWIND $uids AS uid
+MATCH (t:Turn {uid: uid})<-[:AT_TURN]-(s:State)
+RETURN s.uid AS uid, t.uid AS via
+"""
+
+# Every state of the same subject and attribute as the given ones: the history; `current`
+# is the one nothing supersedes.
+STATE_HISTORY = """
+UNWIND $uids AS uid
+MATCH (s:State {uid: uid})
+MATCH (o:State {trajectory_uid: s.trajectory_uid, subject: s.subject, attribute: s.attribute})
+RETURN DISTINCT o.uid AS uid, s.uid AS via
+"""
+
+FULLTEXT_HITS = """
+CALL db.index.fulltext.queryNodes($index, $query, {limit: $fetch}) YIELD node, score
+WHERE node.tenant = $tenant AND ($trajectory IS NULL OR node.trajectory_id = $trajectory)
+RETURN node.uid AS uid, node.trajectory_id AS trajectory_id, score
+"""
+
+IDENTIFIER_TURNS = """
+MATCH (o:Object {tenant: $tenant, name: $name})
+WHERE $trajectory IS NULL OR o.trajectory_id = $trajectory
+MATCH (o)-[:MENTIONED_IN]->(t:Turn)
+RETURN o.uid AS object_uid, o.trajectory_id AS trajectory_id, t.uid AS uid, t.idx AS turn
+ORDER BY trajectory_id, turn
+LIMIT $limit
+"""
+
+# Identifiers the extractor did not make objects of: a verbatim scan, one trajectory only.
+TURNS_CONTAINING = """
+MATCH (t:Turn {trajectory_uid: $tuid})
+WHERE t.action CONTAINS $text OR t.observation CONTAINS $text
+RETURN t.uid AS uid, t.idx AS turn
+ORDER BY turn
+LIMIT $limit
+"""
+
+TRAJECTORY_TURNS = """
+MATCH (t:Turn {trajectory_uid: $tuid})
+RETURN t.idx AS idx, t.action AS action, t.observation AS observation, t.thought AS thought,
+       t.reward AS reward, t.timestamp AS timestamp, t.actor AS actor, t.uid AS uid
+ORDER BY idx
+"""
+
+TRAJECTORY_EXISTS = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.id AS id LIMIT 1"

@@ -15,7 +15,7 @@ from neo4j.exceptions import Neo4jError
 
 from graph import cypher
 from graph.rows import ROW_KINDS, GraphRows
-from trajgraph.errors import GraphError
+from trajgraph.errors import ConfigError, GraphError
 
 STATEMENTS: dict[str, str] = {
     "trajectories": cypher.MERGE_TRAJECTORIES,
@@ -38,10 +38,48 @@ assert set(STATEMENTS) == set(ROW_KINDS)
 
 def ensure_schema(driver: neo4j.Driver, database: str) -> None:
     try:
-        for statement in cypher.SCHEMA:
+        for statement in (*cypher.SCHEMA, *cypher.FULLTEXT):
             driver.execute_query(statement, database_=database)
     except Neo4jError as e:
         raise GraphError(f"could not create constraints and indexes: {e.message}") from e
+
+
+def ensure_embedding_space(driver: neo4j.Driver, database: str, model: str, dim: int) -> None:
+    """Create the vector indexes for ``dim`` and check the graph's vectors come from ``model``.
+
+    Vectors of two models (or two sizes) in one index give garbage similarities without any
+    error, so a mismatch is refused here, with what to do about it.
+    """
+    try:
+        claimed = driver.execute_query(
+            cypher.CLAIM_EMBEDDING_SPACE, model=model, dim=dim, database_=database
+        ).records[0]
+        if (claimed["model"], claimed["dim"]) != (model, dim):
+            raise ConfigError(
+                f"the graph's embeddings were made by {claimed['model']} (dimension "
+                f"{claimed['dim']}), but the configured embedder is {model} (dimension {dim}). "
+                "Set TRAJGRAPH_EMBEDDER (and TRAJGRAPH_EMBED_MODEL / TRAJGRAPH_EMBED_DIM) to "
+                "match, or use another database."
+            )
+        for statement in cypher.CREATE_VECTOR_INDEX.values():
+            driver.execute_query(statement, dim=dim, database_=database)
+        dims = driver.execute_query(
+            cypher.VECTOR_INDEX_DIMENSIONS, names=list(cypher.VECTOR_INDEXES), database_=database
+        ).records
+    except Neo4jError as e:
+        raise GraphError(f"could not create the vector indexes: {e.message}") from e
+    wrong = {r["name"]: r["dim"] for r in dims if r["dim"] != dim}
+    if wrong:
+        raise ConfigError(
+            f"vector indexes {wrong} do not have dimension {dim} of {model}; drop them "
+            "(DROP INDEX name) or use another database"
+        )
+
+
+def embedding_space(driver: neo4j.Driver, database: str) -> tuple[str, int] | None:
+    """(model, dim) of the graph's embeddings, or None before anything was embedded."""
+    rec = driver.execute_query(cypher.GET_EMBEDDING_SPACE, database_=database).records[0]
+    return None if rec["model"] is None else (rec["model"], int(rec["dim"]))
 
 
 @dataclass

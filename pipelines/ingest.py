@@ -27,6 +27,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from extractors import EXTRACTORS, get_extractor, resolve
+from graph.embedders import embedder_name
 from pipelines import dead_letter, progress
 from pipelines.adapters import FORMATS
 from pipelines.transforms import (
@@ -144,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--llm-model", default=None, help="overrides TRAJGRAPH_LLM_MODEL")
     p.add_argument(
+        "--embedder",
+        choices=(*settings_mod.EMBEDDERS, "none"),
+        default=None,
+        help="node embeddings: local (default, MiniLM offline), openai, hash (fast, lexical) "
+        "or none; overrides TRAJGRAPH_EMBEDDER",
+    )
+    p.add_argument(
         "--no-cache",
         action="store_true",
         help="ask the LLM again for every window (fresh replies still refresh the cache)",
@@ -197,14 +205,24 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
     return sorted(dict.fromkeys(found))
 
 
-def _check_graph(neo: settings_mod.Neo4jSettings) -> None:
-    """Fail before reading anything when Neo4j is unreachable, with the reason, not a Beam trace."""
+def _check_graph(
+    neo: settings_mod.Neo4jSettings, embedder: settings_mod.EmbedderSettings | None
+) -> None:
+    """Fail before reading anything when Neo4j is unreachable or its embeddings were made by
+    another model, with the reason, not a Beam trace."""
     from graph.connection import open_driver
-    from graph.writer import ensure_schema
+    from graph.embedders import dimension, get_embedder
+    from graph.writer import ensure_embedding_space, ensure_schema
 
     driver = open_driver(neo)
     try:
         ensure_schema(driver, neo.database)
+        if embedder is not None:
+            emb = get_embedder(embedder)
+            try:
+                ensure_embedding_space(driver, neo.database, emb.name, dimension(emb))
+            finally:
+                emb.close()
     finally:
         driver.close()
 
@@ -231,13 +249,14 @@ def build_pipeline(
     max_record_bytes: int,
     neo: settings_mod.Neo4jSettings,
     dead_letter_prefix: str,
+    embedder: settings_mod.EmbedderSettings | None = None,
 ) -> None:
     read = p | "Read log records" >> ReadLogRecords(paths, fmt, max_record_bytes)
     norm = read["records"] | "Normalize trajectories" >> NormalizeTrajectories(tenant, id_prefix)
     built = norm["trajectories"] | "Build graph rows" >> BuildGraphRows(
-        extractor, budget_tokens, llm, use_cache
+        extractor, budget_tokens, llm, use_cache, embedder_name(embedder) if embedder else ""
     )
-    _ = built["rows"] | "Write graph" >> WriteGraph(neo, batch_size)
+    _ = built["rows"] | "Write graph" >> WriteGraph(neo, batch_size, embedder)
     _ = (
         (read["bad"], norm["bad"], built["bad"], built["duplicates"])
         | "Collect dead letters" >> beam.Flatten()
@@ -263,7 +282,10 @@ def run(
     if budget < 64:
         raise ConfigError(f"--budget must be at least 64 tokens, got {budget}")
     paths = expand_paths(args.paths)
-    _check_graph(settings.neo4j)
+    embedder = None if args.embedder == "none" else settings.embedder
+    if embedder is not None and args.embedder:
+        embedder = dataclasses.replace(embedder, kind=args.embedder)
+    _check_graph(settings.neo4j, embedder)
     dl_dir = _dead_letter_dir(args.dead_letter, settings)
     dl_dir.mkdir(parents=True, exist_ok=True)
     prefix = str(dl_dir / "dead-letter")
@@ -293,6 +315,7 @@ def run(
             batch_size=args.batch_size or settings.write_batch_size,
             max_record_bytes=args.max_record_bytes,
             neo=settings.neo4j,
+            embedder=embedder,
             dead_letter_prefix=prefix,
         )
         result = p.run()

@@ -6,6 +6,7 @@ with every failed record routed to one dead-letter PCollection.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from pipelines.adapters import normalize, split_records
 from pipelines.adapters.base import Located, RawRecord
 from schemas.trajectory import validate
 from trajgraph.errors import InputError
-from trajgraph.settings import LLMSettings, Neo4jSettings
+from trajgraph.settings import EmbedderSettings, LLMSettings, Neo4jSettings
 
 NS = "trajgraph"
 DUPLICATES = "duplicates"
@@ -195,8 +196,10 @@ class ExtractTrajectoryFn(beam.DoFn):
         llm: LLMSettings | None = None,
         use_cache: bool = True,
         threads: int = 1,
+        embedder_name: str = "",
     ) -> None:
         self._name = extractor
+        self._embed = embedder_name
         self._budget = budget_tokens
         self._llm = llm
         self._use_cache = use_cache
@@ -264,10 +267,76 @@ class ExtractTrajectoryFn(beam.DoFn):
         counts["turns"] += len(traj["turns"])
         counts["windows"] += len(batch.extractions)
         merged = merge(traj["turns"], batch.extractions)
-        digest = content_hash(traj, merged, extractor=self._extractor.fingerprint)
+        fingerprint = self._extractor.fingerprint + (f"|{self._embed}" if self._embed else "")
+        digest = content_hash(traj, merged, extractor=fingerprint)
         outputs.append(
             build_rows(traj, merged, extractor=self._extractor.label, content_hash=digest)
         )
+
+
+class EmbedRowsFn(beam.DoFn):
+    """Adds an ``embedding`` to every State and Turn row, in batches, before the write.
+
+    A trajectory whose content hash is already in the graph is passed on untouched: the
+    writer skips it, so embedding it again would be wasted work on every re-ingest.
+    """
+
+    def __init__(self, neo: Neo4jSettings, embedder: EmbedderSettings) -> None:
+        self._neo = neo
+        self._settings = embedder
+        self._driver: Any = None
+        self._embedder: Any = None
+
+    def setup(self) -> None:
+        from graph.connection import open_driver
+        from graph.embedders import get_embedder
+
+        self._driver = open_driver(self._neo)
+        self._embedder = get_embedder(self._settings)
+
+    def process(self, rows: GraphRows) -> Iterator[GraphRows]:
+        from graph import cypher
+        from graph.embedders import state_text, turn_text
+
+        found = self._driver.execute_query(
+            cypher.EXISTING_HASH, uid=rows.trajectory_uid, database_=self._neo.database
+        ).records
+        if found and found[0]["content_hash"] == rows.content_hash:
+            yield rows
+            return
+        targets = [(r["props"], state_text) for r in rows.rows["states"]]
+        targets += [(r["props"], turn_text) for r in rows.rows["turns"]]
+        size = max(1, self._settings.batch_size)
+        try:
+            for i in range(0, len(targets), size):
+                chunk = targets[i : i + size]
+                vectors = self._embedder.embed([text(props) for props, text in chunk])
+                for (props, _), vector in zip(chunk, vectors, strict=True):
+                    props["embedding"] = vector
+        except Exception as e:
+            # The trajectory is still written (it is not lost), without vectors, and under a
+            # content hash no run produces, so the next ingest rewrites it with embeddings.
+            logging.getLogger(__name__).warning(
+                "embedding trajectory %s failed, written without vectors: %r",
+                rows.trajectory_uid,
+                e,
+            )
+            for props, _ in targets:
+                props.pop("embedding", None)
+            rows.content_hash += ":unembedded"
+            for row in rows.rows["complete"]:
+                row["content_hash"] = rows.content_hash
+            _count("embed_failed")
+            yield rows
+            return
+        _count("embedded", len(targets))
+        yield rows
+
+    def teardown(self) -> None:
+        if self._embedder is not None:
+            self._embedder.close()
+        if self._driver is not None:
+            self._driver.close()
 
 
 class WriteGraphFn(beam.DoFn):
@@ -337,12 +406,21 @@ class WriteGraphFn(beam.DoFn):
 
 
 class WriteGraph(beam.PTransform):
-    def __init__(self, neo: Neo4jSettings, batch_size: int) -> None:
+    """GraphRows → node embeddings (when an embedder is given) → batched Neo4j writes."""
+
+    def __init__(
+        self, neo: Neo4jSettings, batch_size: int, embedder: EmbedderSettings | None = None
+    ) -> None:
         super().__init__()
         self._neo = neo
         self._batch_size = batch_size
+        self._embedder = embedder
 
     def expand(self, rows: Any) -> Any:
+        if self._embedder is not None:
+            rows = rows | "Embed states and turns" >> beam.ParDo(
+                EmbedRowsFn(self._neo, self._embedder)
+            )
         return rows | "Write batches to Neo4j" >> beam.ParDo(
             WriteGraphFn(self._neo, self._batch_size)
         )
@@ -357,12 +435,14 @@ class BuildGraphRows(beam.PTransform):
         budget_tokens: int,
         llm: LLMSettings | None = None,
         use_cache: bool = True,
+        embedder_name: str = "",
     ) -> None:
         super().__init__()
         self._extractor = extractor
         self._budget = budget_tokens
         self._llm = llm
         self._use_cache = use_cache
+        self._embedder_name = embedder_name
 
     def expand(self, trajectories: Any) -> Any:
         unique = (
@@ -380,7 +460,12 @@ class BuildGraphRows(beam.PTransform):
             | "Extract and merge windows"
             >> beam.ParDo(
                 ExtractTrajectoryFn(
-                    self._extractor, self._budget, self._llm, self._use_cache, threads
+                    self._extractor,
+                    self._budget,
+                    self._llm,
+                    self._use_cache,
+                    threads,
+                    self._embedder_name,
                 )
             ).with_outputs(FAILURES, main="rows")
         )

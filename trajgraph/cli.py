@@ -17,6 +17,7 @@ USAGE = """trajgraph <command> [args]
 commands:
   ingest PATHS...        ingest agent logs into Neo4j (Apache Beam batch pipeline)
   why                    print the causal chain that led to a turn or state
+  search "QUESTION"      evidence for a question: embedding seeds, then graph, keyword or code
   trajectories           list ingested trajectories
   cypher NAME            run a query of the analyst library (queries/*.cypher)
   neo4j fetch|start|stop|status
@@ -39,6 +40,23 @@ def _parser() -> argparse.ArgumentParser:
     why.add_argument("--depth", type=int, default=3)
     why.add_argument("--tenant", default=None)
     why.add_argument("--format", choices=("text", "json"), default="text")
+
+    se = sub.add_parser(
+        "search", help="retrieve evidence for a question (embedding, graph, keyword, code)"
+    )
+    se.add_argument("question")
+    se.add_argument("--trajectory", default=None, help="one trajectory id (default: all)")
+    se.add_argument("--tenant", default=None)
+    se.add_argument(
+        "--mode", choices=("auto", "embedding", "graph", "keyword", "code"), default="auto"
+    )
+    se.add_argument("--budget", type=int, default=1000, metavar="TOKENS")
+    se.add_argument("-k", type=int, default=8, help="embedding seeds")
+    se.add_argument("--depth", type=int, default=3, help="graph hops (max 6)")
+    code = se.add_mutually_exclusive_group()
+    code.add_argument("--code", default=None, help="Python over `turns` (sandboxed)")
+    code.add_argument("--cypher", default=None, help="read-only Cypher ($tenant, $trajectory)")
+    se.add_argument("--json", action="store_true")
 
     tr = sub.add_parser("trajectories", help="list ingested trajectories")
     tr.add_argument("--tenant", default=None)
@@ -73,6 +91,9 @@ def _configure_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_DropImportNoise())
+    # Optional turn fields (reward, thought, ...) are absent in many logs; Neo4j warns about
+    # every query that reads one. That is expected, not something a user can act on.
+    logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,6 +123,8 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         return demo.run(settings, start_server=not args.no_start)
     if args.command == "why":
         return _why(args, settings)
+    if args.command == "search":
+        return _search(args, settings)
     if args.command == "trajectories":
         return _cypher_print(
             "trajectories",
@@ -159,6 +182,50 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     else:
         target = f"turn {args.turn}" if args.turn is not None else f"state {args.state}"
         print(render_text(chain, trajectory=args.trajectory, target=target, depth=args.depth))
+    return 0
+
+
+def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from graph.connection import open_driver
+    from graph.embedders import get_embedder
+    from queries.retrieve import Retriever
+
+    driver = open_driver(settings.neo4j)
+    embedder = get_embedder(settings.embedder)
+    llm = None
+    if settings.llm.configured:
+        from extractors.base import Stats
+        from extractors.llm_client import ChatClient
+
+        llm = ChatClient(settings.llm, Stats())
+    try:
+        result = Retriever(
+            driver, database=settings.neo4j.database, embedder=embedder, llm=llm
+        ).retrieve(
+            args.question,
+            tenant=args.tenant or settings.tenant,
+            trajectory=args.trajectory,
+            budget_tokens=args.budget,
+            mode=args.mode,
+            k=args.k,
+            depth=args.depth,
+            code=args.code,
+            cypher_query=args.cypher,
+        )
+    finally:
+        embedder.close()
+        driver.close()
+        if llm is not None:
+            llm.close()
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
+        return 0
+    print(f"# {result.route}; tools: {', '.join(result.tools) or 'none'}")
+    for key, value in result.counts.items():
+        if key != "code":
+            print(f"# {key}: {json.dumps(value, default=str)}")
+    print(f"# {len(result.items)} items, {result.context_tokens} of {args.budget} tokens\n")
+    print(result.context)
     return 0
 
 

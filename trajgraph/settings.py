@@ -76,11 +76,27 @@ class LLMSettings:
         return f"LLMSettings(model={self.model!r}, base_url={self.base_url!r}, api_key={key})"
 
 
+EMBEDDERS = ("local", "openai", "hash")
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    """Which embedder writes node embeddings and embeds questions (see graph/embedders.py)."""
+
+    kind: str = "local"
+    model: str = ""  # openai: the embeddings model
+    dim: int | None = None  # hash: vector size (default 256); openai: requested dimensions
+    batch_size: int = 64
+    # openai: server, key, timeout and retries (the model field is unused)
+    transport: LLMSettings = field(default_factory=LLMSettings)
+
+
 @dataclass(frozen=True)
 class Settings:
     neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
+    embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     tenant: str = "default"
     token_budget: int = 2048
     write_batch_size: int = 1000
@@ -133,6 +149,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         neo4j=neo,
         local=local,
         llm=llm,
+        embedder=_embedder(env, llm),
         tenant=env.get("TRAJGRAPH_TENANT") or "default",
         token_budget=budget,
         write_batch_size=_int(env, "TRAJGRAPH_WRITE_BATCH", 1000),
@@ -184,6 +201,27 @@ def _llm(env: Mapping[str, str]) -> LLMSettings:
     if llm.max_attempts < 1 or llm.concurrency < 1:
         raise ConfigError("TRAJGRAPH_LLM_MAX_ATTEMPTS and TRAJGRAPH_LLM_CONCURRENCY must be >= 1")
     return llm
+
+
+def _embedder(env: Mapping[str, str], llm: LLMSettings) -> EmbedderSettings:
+    kind = env.get("TRAJGRAPH_EMBEDDER") or "local"
+    if kind not in EMBEDDERS:
+        raise ConfigError(f"TRAJGRAPH_EMBEDDER must be one of {', '.join(EMBEDDERS)}, got {kind!r}")
+    dim = _int(env, "TRAJGRAPH_EMBED_DIM", 0) or None
+    transport = replace(
+        llm,
+        base_url=env.get("TRAJGRAPH_EMBED_BASE_URL") or llm.base_url,
+        model="",
+        cache_path=None,
+    )
+    return EmbedderSettings(
+        kind=kind,
+        model=env.get("TRAJGRAPH_EMBED_MODEL")
+        or ("text-embedding-3-small" if kind == "openai" else ""),
+        dim=dim,
+        batch_size=_int(env, "TRAJGRAPH_EMBED_BATCH", 64),
+        transport=transport,
+    )
 
 
 def _port_of(uri: str) -> int:

@@ -1,0 +1,64 @@
+"""The LLM's sufficiency decision for ``auto`` retrieval, validated against its contract.
+
+Any failure (transport, invalid JSON, schema) falls back to the rule router: retrieval must
+answer even when the model does not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import jsonschema
+
+from queries import router
+from schemas.extraction import strict_json_schema
+from trajgraph.errors import LLMError
+
+log = logging.getLogger(__name__)
+SEED_CHARS = 300
+MAX_SEEDS = 8
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict[str, Any]:
+    return strict_json_schema(router.RouteDecision)
+
+
+def ask_router(
+    client: Any, question: str, seeds: Sequence[Any], has_trajectory: bool
+) -> router.Route:
+    lines = [f"[{e.kind} turn {e.turn}] {e.text[:SEED_CHARS]}" for e in list(seeds)[:MAX_SEEDS]]
+    user = (
+        f"Question: {question}\n"
+        + ("The question is about one trajectory.\n" if has_trajectory else "")
+        + "Evidence found by similarity:\n<<<DATA>>>\n"
+        + "\n".join(lines)
+        + "\n<<<END DATA>>>"
+    )
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {"name": "trajgraph_route", "strict": True, "schema": _schema()},
+    }
+    messages = [
+        {"role": "system", "content": router.ROUTER_SYSTEM},
+        {"role": "user", "content": user},
+    ]
+    try:
+        reply = client.complete(messages, fmt)
+        data = json.loads(reply.content or "")
+        jsonschema.validate(data, _schema())
+        decision = router.RouteDecision.model_validate(data)
+    except (LLMError, ValueError, jsonschema.ValidationError) as e:
+        log.warning("LLM router failed (%s); using the rule router", e)
+        fallback = router.rule_route(question, has_trajectory=has_trajectory)
+        return router.Route(
+            fallback.tools,
+            fallback.directions,
+            fallback.identifiers,
+            f"rules (LLM router failed): {fallback.reason}",
+        )
+    return router.decision_route(decision, question)

@@ -1,0 +1,507 @@
+"""The retrieval engine: a question → time-ordered, token-budgeted evidence that cites turns.
+
+``auto`` takes the embedding top-k as seeds, then asks whether they suffice (the LLM when one
+is configured, else the rule router in queries/router.py) and calls only the tools needed:
+
+* ``graph``: breadth-first over CAUSES, upstream for "why" and downstream for "effects",
+  up to ``depth`` hops, plus ASSOCIATED one hop and each state's SUPERSEDES history (the
+  current value is the state nothing supersedes);
+* ``keyword``: the full-text indexes plus exact identifier matches, with counts;
+* ``code``: Python over the trajectory's turns in the sandbox (queries/sandbox.py), or
+  read-only Cypher in a READ transaction with a timeout.
+
+Every item says why it is there (seed, hop n, keyword hit, identifier, code result, history).
+The context string fits ``budget_tokens`` and is ordered by turn.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from typing import TYPE_CHECKING, Any, cast
+
+import neo4j
+from neo4j.exceptions import Neo4jError
+
+from graph import cypher, ids
+from graph.embedders import Embedder, dimension
+from graph.writer import embedding_space
+from pipelines.tokens import count_tokens, fit_head_tail
+from queries import router
+from trajgraph.errors import ConfigError, GraphError
+
+if TYPE_CHECKING:
+    from typing_extensions import LiteralString
+
+MODES = ("auto", "embedding", "graph", "keyword", "code")
+MAX_DEPTH = 6
+MAX_K = 50
+MAX_BUDGET = 32_000
+FRONTIER_CAP = 200  # nodes expanded per hop: a hub must not turn a question into a graph dump
+FETCH_FACTOR = 20  # vector over-fetch before the tenant filter
+CYPHER_TIMEOUT_S = 5.0
+MAX_CYPHER_ROWS = 1000
+ITEM_SHARE = 1 / 3  # no single item takes more than this share of the budget
+
+# Order in which items earn budget when not everything fits.
+_PRIORITY = {
+    "code": 0,
+    "identifier": 1,
+    "current": 2,
+    "seed": 3,
+    "hop": 4,
+    "keyword": 5,
+    "superseded": 6,
+    "assoc": 7,
+}
+
+
+@dataclass
+class Evidence:
+    uid: str
+    kind: str  # turn | state | object | code
+    trajectory_id: str
+    turn: int | None
+    text: str  # verbatim from the graph (or the code's result)
+    why: str  # seed, hop 2 upstream, keyword hit, identifier `x`, code result, current value...
+    score: float = 0.0
+    # What found it (seed, hop, keyword, identifier, code, current, superseded, assoc); decides
+    # which items earn the budget first.
+    source: str = "seed"
+    current: bool | None = None  # states: True when no later state supersedes it
+
+
+@dataclass
+class Retrieval:
+    question: str
+    mode: str
+    route: str
+    tools: list[str]
+    items: list[Evidence]
+    context: str
+    context_tokens: int
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Retriever:
+    """One engine per process: holds the driver, the embedder and (optionally) an LLM."""
+
+    def __init__(
+        self,
+        driver: neo4j.Driver,
+        *,
+        database: str,
+        embedder: Embedder,
+        llm: Any = None,  # extractors.llm_client.ChatClient, when an LLM is configured
+    ) -> None:
+        self._driver = driver
+        self._db = database
+        self._embedder = embedder
+        self._llm = llm
+        self._space_checked = False
+        self._history_asked = False
+
+    # -- entry point ----------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        question: str,
+        *,
+        tenant: str,
+        trajectory: str | None = None,
+        budget_tokens: int = 1000,
+        mode: str = "auto",
+        k: int = 8,
+        depth: int = 3,
+        code: str | None = None,
+        cypher_query: str | None = None,
+    ) -> Retrieval:
+        _check(question, mode, k, depth, budget_tokens)
+        self._history_asked = False
+        tuid = ids.trajectory_uid(tenant, trajectory) if trajectory else None
+        if tuid and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
+            raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
+        found: dict[str, Evidence] = {}
+        counts: dict[str, Any] = {}
+        tools: list[str] = []
+        route = f"mode {mode}"
+        scope = {"tenant": tenant, "trajectory": trajectory, "tuid": tuid}
+
+        if mode in ("auto", "embedding", "graph"):
+            self._seeds(question, scope, k, found)
+            tools.append("embedding")
+        if mode == "auto":
+            decided = self._route(question, found, trajectory is not None)
+            route = f"auto: {decided.reason}"
+        else:
+            decided = router.rule_route(question, has_trajectory=trajectory is not None)
+            forced: dict[str, tuple[router.Tool, ...]] = {
+                "graph": ("graph",),
+                "keyword": ("keyword",),
+                "code": ("code",),
+            }
+            decided = router.Route(
+                forced.get(mode, ()),
+                decided.directions or ("upstream",),
+                decided.identifiers,
+                decided.reason,
+            )
+        if "graph" in decided.tools:
+            self._graph(list(found), decided.directions, depth, found)
+            tools.append("graph")
+        if "keyword" in decided.tools:
+            counts.update(self._keyword(question, decided.identifiers, scope, k, found))
+            tools.append("keyword")
+        if "code" in decided.tools:
+            counts.update(self._code(question, decided, scope, found, code, cypher_query))
+            tools.append("code")
+        items = self._hydrate(found)
+        context, used = render_context(items, budget_tokens)
+        return Retrieval(question, mode, route, tools, items, context, used, counts)
+
+    # -- seeds ------------------------------------------------------------------------------
+
+    def _seeds(
+        self, question: str, scope: dict[str, Any], k: int, found: dict[str, Evidence]
+    ) -> None:
+        self._check_space()
+        vector = self._embedder.embed([question])[0]
+        if scope["tuid"]:
+            rows = self._read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], vector=vector, k=k)
+        else:
+            rows = []
+            for index in cypher.VECTOR_INDEXES:
+                rows += self._read(
+                    cypher.VECTOR_TOP_K,
+                    index=index,
+                    fetch=min(k * FETCH_FACTOR, 10_000),
+                    vector=vector,
+                    tenant=scope["tenant"],
+                    k=k,
+                )
+            rows = sorted(rows, key=lambda r: -r["score"])[:k]
+        for r in rows:
+            _add(found, r["uid"], "seed", f"seed (similarity {r['score']:.2f})", r["score"])
+
+    def _check_space(self) -> None:
+        if self._space_checked:
+            return
+        space = embedding_space(self._driver, self._db)
+        mine = (self._embedder.name, dimension(self._embedder))
+        if space is not None and space != mine:
+            raise ConfigError(
+                f"the graph's embeddings were made by {space[0]} (dimension {space[1]}), the "
+                f"configured embedder is {mine[0]} (dimension {mine[1]}): set TRAJGRAPH_EMBEDDER "
+                "to match"
+            )
+        self._space_checked = True
+
+    # -- routing ----------------------------------------------------------------------------
+
+    def _route(
+        self, question: str, found: dict[str, Evidence], has_trajectory: bool
+    ) -> router.Route:
+        if self._llm is None:
+            return router.rule_route(question, has_trajectory=has_trajectory)
+        from queries.llm_route import ask_router
+
+        return ask_router(self._llm, question, self._hydrate(found), has_trajectory)
+
+    # -- graph ------------------------------------------------------------------------------
+
+    def _graph(
+        self,
+        seeds: Sequence[str],
+        directions: Sequence[str],
+        depth: int,
+        found: dict[str, Evidence],
+    ) -> None:
+        for direction in directions:
+            if direction == "history":
+                self._history(seeds, found)
+                continue
+            query = (
+                cypher.CAUSES_UPSTREAM_HOP
+                if direction == "upstream"
+                else cypher.CAUSES_DOWNSTREAM_HOP
+            )
+            seen = set(seeds)
+            frontier = list(seeds)
+            for hop in range(1, depth + 1):
+                if not frontier:
+                    break
+                rows = self._read(query, uids=frontier[:FRONTIER_CAP])
+                nxt = []
+                for r in rows:
+                    if r["uid"] in seen:
+                        continue
+                    seen.add(r["uid"])
+                    nxt.append(r["uid"])
+                    why = f"hop {hop} {direction}" + (f": {r['reason']}" if r["reason"] else "")
+                    _add(found, r["uid"], "hop", why, 1.0 / (hop + 1))
+                frontier = nxt
+        for r in self._read(cypher.ASSOCIATED_HOP, uids=list(seeds)[:FRONTIER_CAP]):
+            _add(found, r["uid"], "assoc", "associated with a seed", 0.3)
+
+    def _history(self, seeds: Sequence[str], found: dict[str, Evidence]) -> None:
+        for r in self._read(cypher.STATE_HISTORY, uids=list(seeds)[:FRONTIER_CAP]):
+            _add(found, r["uid"], "hop", "history of a seed's subject", 0.5)
+        self._history_asked = True
+
+    # -- keyword ----------------------------------------------------------------------------
+
+    def _keyword(
+        self,
+        question: str,
+        identifiers: Sequence[str],
+        scope: dict[str, Any],
+        k: int,
+        found: dict[str, Evidence],
+    ) -> dict[str, Any]:
+        counts: dict[str, Any] = {}
+        query = lucene_query(question, identifiers)
+        if query:
+            hits: list[dict[str, Any]] = []
+            for index in ("turn_text", "state_text"):
+                hits += self._read(
+                    cypher.FULLTEXT_HITS,
+                    index=index,
+                    query=query,
+                    fetch=1000,
+                    tenant=scope["tenant"],
+                    trajectory=scope["trajectory"],
+                )
+            per_trajectory: dict[str, int] = {}
+            for h in hits:
+                per_trajectory[h["trajectory_id"]] = per_trajectory.get(h["trajectory_id"], 0) + 1
+            counts["keyword_hits"] = len(hits)
+            counts["keyword_hits_by_trajectory"] = per_trajectory
+            for h in sorted(hits, key=lambda h: -h["score"])[:k]:
+                _add(found, h["uid"], "keyword", f"keyword hit ({h['score']:.2f})", h["score"])
+        for name in identifiers:
+            rows = self._read(
+                cypher.IDENTIFIER_TURNS,
+                tenant=scope["tenant"],
+                name=name,
+                trajectory=scope["trajectory"],
+                limit=1000,
+            )
+            if not rows and scope["tuid"]:
+                rows = self._read(
+                    cypher.TURNS_CONTAINING, tuid=scope["tuid"], text=name, limit=1000
+                )
+            counts.setdefault("identifier_turns", {})[name] = len(rows)
+            for r in rows[: max(k, 1)]:
+                _add(found, r["uid"], "identifier", f"identifier `{name}` appears here", 1.0)
+        return counts
+
+    # -- code -------------------------------------------------------------------------------
+
+    def _code(
+        self,
+        question: str,
+        route: router.Route,
+        scope: dict[str, Any],
+        found: dict[str, Evidence],
+        code: str | None,
+        cypher_query: str | None,
+    ) -> dict[str, Any]:
+        if cypher_query:
+            return self._cypher(cypher_query, scope, found)
+        if not scope["tuid"]:
+            raise ConfigError("code over turns needs a trajectory (--trajectory)")
+        program = code or route.code or router.offline_code(question, route.identifiers)
+        if not program:
+            return {"code_error": "no program: pass code, or configure an LLM to write it"}
+        from queries.sandbox import run_python
+
+        turns = self._read(cypher.TRAJECTORY_TURNS, tuid=scope["tuid"])
+        by_idx = {t["idx"]: t["uid"] for t in turns}
+        result = run_python(program, [{k: v for k, v in t.items() if k != "uid"} for t in turns])
+        counts: dict[str, Any] = {"code": program, "code_seconds": round(result.seconds, 3)}
+        if result.error:
+            counts["code_error"] = result.error
+            return counts
+        counts["code_result"] = result.value
+        found[f"code:{len(found)}"] = Evidence(
+            uid="code",
+            kind="code",
+            trajectory_id=scope["trajectory"] or "",
+            turn=None,
+            text=f"code result: {json.dumps(result.value, default=str)[:2000]}",
+            why=f"code over {len(turns)} turns (touched {len(result.touched_turns)})",
+            score=1.0,
+            source="code",
+        )
+        # Evidence turns: those the result names ({"turns": [...]}) when it names any, else
+        # those the code read, unless it read them all (a scan cites nothing in particular).
+        named = result.value.get("turns") if isinstance(result.value, dict) else None
+        if isinstance(named, list) and all(isinstance(i, int) for i in named):
+            cited, why = named, "named in the code's result"
+        elif len(result.touched_turns) < len(turns):
+            cited, why = result.touched_turns, "read by the code"
+        else:
+            cited, why = [], ""
+        for idx in cited[:MAX_K]:
+            if idx in by_idx:
+                _add(found, by_idx[idx], "code", why, 0.9)
+        return counts
+
+    def _cypher(
+        self, query: str, scope: dict[str, Any], found: dict[str, Evidence]
+    ) -> dict[str, Any]:
+        params = {"tenant": scope["tenant"], "trajectory": scope["trajectory"]}
+
+        @neo4j.unit_of_work(timeout=CYPHER_TIMEOUT_S)
+        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
+            # The caller's query, by design: it runs in a READ transaction (the server refuses
+            # writes there) with a timeout, and sees only $tenant and $trajectory.
+            result = tx.run(cast("LiteralString", query), params)
+            return [r.data() for r in islice(result, MAX_CYPHER_ROWS)]
+
+        try:
+            with self._driver.session(
+                database=self._db, default_access_mode=neo4j.READ_ACCESS
+            ) as session:
+                rows = session.execute_read(work)
+        except Neo4jError as e:
+            return {"code_error": f"cypher failed: {e.message}"}
+        found["cypher"] = Evidence(
+            uid="cypher",
+            kind="code",
+            trajectory_id=scope["trajectory"] or "",
+            turn=None,
+            text=f"cypher result: {json.dumps(rows, default=str)[:2000]}",
+            why="read-only Cypher",
+            score=1.0,
+            source="code",
+        )
+        return {"cypher_rows": len(rows)}
+
+    # -- nodes ------------------------------------------------------------------------------
+
+    def _hydrate(self, found: dict[str, Evidence]) -> list[Evidence]:
+        uids = [u for u, e in found.items() if e.kind == "pending"]
+        if uids:
+            for r in self._read(cypher.NODES_BY_UID, uids=uids):
+                e = found[r["uid"]]
+                e.kind = r["kind"]
+                e.trajectory_id = r["trajectory_id"]
+                e.turn = r["turn"]
+                e.text = _node_text(r)
+                e.current = r["current"]
+        if self._history_asked:
+            # A question about the current value: the value nothing supersedes comes first,
+            # superseded ones stay (they say what changed) but are marked and come last.
+            for e in found.values():
+                if e.kind != "state" or e.current is None or e.source in ("code", "identifier"):
+                    continue
+                if e.current:
+                    e.source, e.why = "current", "current value (nothing supersedes it)"
+                else:
+                    e.source, e.why = "superseded", "earlier value, superseded later"
+        return sorted(
+            (e for e in found.values() if e.kind != "pending"),
+            key=lambda e: (e.turn if e.turn is not None else 1 << 30, e.kind, e.uid),
+        )
+
+    def _read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
+        try:
+            records, _, _ = self._driver.execute_query(
+                statement, params, database_=self._db, routing_=neo4j.RoutingControl.READ
+            )
+        except Neo4jError as e:
+            raise GraphError(f"retrieval query failed: {e.message}") from e
+        return [r.data() for r in records]
+
+
+def _add(found: dict[str, Evidence], uid: str, source: str, why: str, score: float) -> None:
+    old = found.get(uid)
+    if old is not None:
+        if _PRIORITY[source] < _PRIORITY[old.source]:
+            old.source, old.why = source, why
+        old.score = max(old.score, score)
+        return
+    found[uid] = Evidence(uid, "pending", "", None, "", why, score, source)
+
+
+def _node_text(r: dict[str, Any]) -> str:
+    if r["kind"] == "turn":
+        return f"action: {r['action'] or ''}\nobservation: {r['observation'] or ''}"
+    if r["kind"] == "state":
+        return r["text"] or f"{r['subject']} {r['attribute']} = {r['value']}"
+    return f"identifier {r['name']} (turns {r['turns']})"
+
+
+def _check(question: str, mode: str, k: int, depth: int, budget: int) -> None:
+    if not question.strip():
+        raise ConfigError("the question is empty")
+    if mode not in MODES:
+        raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not 1 <= k <= MAX_K:
+        raise ConfigError(f"k must be between 1 and {MAX_K}, got {k}")
+    if not 1 <= depth <= MAX_DEPTH:
+        raise ConfigError(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
+    if not 50 <= budget <= MAX_BUDGET:
+        raise ConfigError(f"budget must be between 50 and {MAX_BUDGET} tokens, got {budget}")
+
+
+# -- full-text query ----------------------------------------------------------------------------
+
+_LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
+_TERM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*")
+_STOP_WORDS = """
+a an the of to in on at for and or is are was were be been did do does what which who when why
+how many much times time agent agents it its this that these those with from by as into after
+before then than there their they them we you i me my our
+"""
+_STOP = frozenset(_STOP_WORDS.split())
+
+
+def lucene_query(question: str, identifiers: Sequence[str]) -> str:
+    """A Lucene query: every identifier as an exact phrase, every other word as a term, all
+    special characters escaped (a question is data, never query syntax)."""
+    parts = ['"' + _escape(i) + '"' for i in identifiers if i.strip()]
+    for word in _TERM.findall(question):
+        w = word.lower().strip(".-/")
+        if w and w not in _STOP and len(w) > 1:
+            parts.append(_escape(w))
+    return " OR ".join(dict.fromkeys(parts))
+
+
+def _escape(text: str) -> str:
+    return _LUCENE_SPECIAL.sub(lambda m: "\\" + m.group(1), text)
+
+
+# -- context ------------------------------------------------------------------------------------
+
+
+def render_context(items: Sequence[Evidence], budget_tokens: int) -> tuple[str, int]:
+    """Items by priority into the budget (each capped at ITEM_SHARE of it), printed by turn."""
+    cap = max(16, int(budget_tokens * ITEM_SHARE))
+    ranked = sorted(items, key=lambda e: (_PRIORITY.get(e.source, 9), -e.score))
+    chosen: list[tuple[Evidence, str]] = []
+    used = 0
+    for e in ranked:
+        block = _block(e, cap)
+        cost = count_tokens(block) + 1
+        if used + cost > budget_tokens:
+            continue
+        chosen.append((e, block))
+        used += cost
+    chosen.sort(key=lambda p: (p[0].turn if p[0].turn is not None else 1 << 30, p[0].kind))
+    text = "\n".join(block for _, block in chosen)
+    return text, count_tokens(text)
+
+
+def _block(e: Evidence, cap: int) -> str:
+    where = f"turn {e.turn}" if e.turn is not None else "trajectory"
+    head = f"[{e.trajectory_id} {where} · {e.kind} · {e.why}]\n"
+    body, _ = fit_head_tail(e.text, max(8, cap - count_tokens(head)))
+    return head + body

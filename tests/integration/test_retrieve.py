@@ -1,0 +1,212 @@
+"""The retrieval engine against the real Neo4j: the shared real logs plus a synthetic
+trajectory whose answers are known, embedded by the default local model."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph.embedders import HashEmbedder, LocalEmbedder
+from pipelines import ingest
+from pipelines.adapters import normalize, split_records
+from queries.retrieve import Retriever
+from trajgraph import cli
+from trajgraph.errors import ConfigError
+from trajgraph.settings import Settings
+
+SYNTHETIC = {
+    "id": "synthetic-retries",
+    "task": "Make tests/test_api.py pass: the client must retry 5 times.",
+    "turns": [
+        {"idx": 0, "action": "cat config.yaml", "observation": "retries=3\ntimeout=10"},
+        {
+            "idx": 1,
+            "action": "pytest tests/test_api.py",
+            "observation": "FAILED tests/test_api.py::test_retry - AssertionError: expected 5 "
+            "retries, got 3\n1 failed in 0.12s",
+        },
+        {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
+        {"idx": 3, "action": "cat config.yaml", "observation": "retries=5\ntimeout=10"},
+        {"idx": 4, "action": "pytest tests/test_api.py", "observation": "1 passed in 0.10s"},
+        {"idx": 5, "action": "pytest tests/test_api.py -k retry", "observation": "1 passed"},
+    ],
+}
+DJANGO = "django__django-16255"
+
+
+@pytest.fixture(scope="module")
+def corpus(
+    shared_dir: Path, driver: Any, neo4j_settings: Settings, tmp_path_factory: Any
+) -> Iterator[str]:
+    """A tenant holding the real logs and the synthetic trajectory (deleted afterwards)."""
+    tenant = f"r-{uuid.uuid4().hex[:8]}"
+    tmp = tmp_path_factory.mktemp("retrieve")
+    syn = tmp / "synthetic.jsonl"
+    syn.write_text(json.dumps(SYNTHETIC) + "\n")
+    argv = [str(shared_dir), str(syn), "--tenant", tenant, "--progress", "off"]
+    summary = ingest.run([*argv, "--dead-letter", str(tmp / "dl")], settings=neo4j_settings)
+    assert summary.balanced and summary.dead_lettered == 0
+    yield tenant
+    while driver.execute_query(
+        "MATCH (n {tenant: $t}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n", t=tenant
+    ).records[0]["n"]:
+        pass
+
+
+@pytest.fixture(scope="module")
+def engine(driver: Any, neo4j_settings: Settings) -> Retriever:
+    return Retriever(driver, database=neo4j_settings.neo4j.database, embedder=LocalEmbedder())
+
+
+def test_states_and_turns_carry_embeddings_of_the_recorded_space(driver: Any, corpus: str) -> None:
+    rows = driver.execute_query(
+        "MATCH (n {tenant: $t}) WHERE n:State OR n:Turn "
+        "RETURN count(n) AS n, count(n.embedding) AS embedded, "
+        "min(size(n.embedding)) AS lo, max(size(n.embedding)) AS hi",
+        t=corpus,
+    ).records[0]
+    assert rows["n"] == rows["embedded"] > 0
+    assert rows["lo"] == rows["hi"] == 384
+    space = driver.execute_query(
+        "MATCH (e:EmbeddingSpace {name: 'nodes'}) RETURN e.model AS m, e.dim AS d"
+    ).records[0]
+    assert (space["m"], space["d"]) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
+
+
+def test_why_a_failure_happened_reaches_the_turn_that_caused_it(
+    engine: Retriever, corpus: str
+) -> None:
+    r = engine.retrieve(
+        "Why did test_retry fail?", tenant=corpus, trajectory="synthetic-retries", budget_tokens=800
+    )
+    assert "graph" in r.tools
+    assert any(e.kind == "turn" and e.turn == 1 for e in r.items)  # the failing pytest run
+    failure = [e for e in r.items if e.kind == "state" and "AssertionError" in e.text]
+    assert failure and failure[0].turn == 1
+    assert r.context_tokens <= 800
+    turns = [e.turn for e in r.items if e.turn is not None]
+    assert turns == sorted(turns)  # time-ordered
+
+
+def test_effects_of_the_edit_reach_the_passing_run(engine: Retriever, corpus: str) -> None:
+    r = engine.retrieve(
+        "What happened after the edit of config.yaml?",
+        tenant=corpus,
+        trajectory="synthetic-retries",
+        mode="graph",
+        depth=3,
+    )
+    hops = [e for e in r.items if e.source == "hop" and "downstream" in e.why]
+    assert any(e.turn == 4 for e in hops), [(e.turn, e.why) for e in r.items]
+
+
+def test_counting_questions_run_code_and_match_the_true_count(
+    engine: Retriever, corpus: str, shared_dir: Path
+) -> None:
+    r = engine.retrieve(
+        "How many times did the agent run pytest?", tenant=corpus, trajectory="synthetic-retries"
+    )
+    assert "code" in r.tools
+    assert r.counts["code_result"]["count"] == 3
+    named = [e.turn for e in r.items if e.why == "named in the code's result"]
+    assert named == [1, 4, 5]
+
+    # The same on a real log, against a count made here from the file itself.
+    path = shared_dir / "mini-swe-agent" / f"{DJANGO}.traj.json"
+    (traj,) = [t for rec in split_records(str(path), path.read_bytes()) for t in normalize(rec)]
+    truth = sum(1 for t in traj["turns"] if "python3" in (t.get("action") or ""))
+    real = engine.retrieve(
+        "How many times did the agent run `python3`?", tenant=corpus, trajectory=DJANGO
+    )
+    assert real.counts["code_result"]["count"] == truth > 0
+
+
+def test_current_value_wins_over_the_superseded_one(engine: Retriever, corpus: str) -> None:
+    r = engine.retrieve(
+        "What is the current value of retries?",
+        tenant=corpus,
+        trajectory="synthetic-retries",
+        budget_tokens=300,
+    )
+    retries = [e for e in r.items if e.kind == "state" and e.text.startswith("`retries` value")]
+    current = [e for e in retries if e.current]
+    assert [e.text for e in current] == ["`retries` value = 5 (turn 3)"]
+    assert all(e.why.startswith("earlier value") for e in retries if not e.current)
+    assert "`retries` value = 5" in r.context
+
+
+def test_identifiers_come_back_verbatim_with_counts(engine: Retriever, corpus: str) -> None:
+    ident = "tests/test_api.py::test_retry"
+    r = engine.retrieve(
+        f"Where does `{ident}` appear?", tenant=corpus, trajectory="synthetic-retries"
+    )
+    assert "keyword" in r.tools
+    assert r.counts["identifier_turns"][ident] == 1
+    hits = [e for e in r.items if e.source == "identifier"]
+    assert hits and all(ident in e.text for e in hits)
+    assert ident in r.context
+
+
+def test_keyword_search_counts_per_trajectory_and_escapes_query_syntax(
+    engine: Retriever, corpus: str
+) -> None:
+    r = engine.retrieve("ValueError lastmod", tenant=corpus, mode="keyword")
+    assert r.counts["keyword_hits_by_trajectory"].get(DJANGO, 0) > 0
+    # Lucene syntax in a question is text, not a query error.
+    odd = engine.retrieve('lastmod:bar AND (baz OR "qux~ \\', tenant=corpus, mode="keyword")
+    assert odd.counts["keyword_hits_by_trajectory"].get(DJANGO, 0) > 0  # "lastmod" still found
+
+
+def test_tenants_do_not_see_each_other(engine: Retriever, corpus: str) -> None:
+    other = engine.retrieve("Why did test_retry fail?", tenant=f"nobody-{uuid.uuid4().hex}")
+    assert other.items == []
+    with pytest.raises(ConfigError, match="no trajectory"):
+        engine.retrieve("why", tenant="nobody", trajectory="synthetic-retries")
+
+
+def test_read_only_cypher_runs_and_writes_are_refused(engine: Retriever, corpus: str) -> None:
+    ok = engine.retrieve(
+        "count turns",
+        tenant=corpus,
+        mode="code",
+        cypher_query="MATCH (t:Turn {tenant: $tenant}) RETURN count(t) AS n",
+    )
+    assert ok.counts["cypher_rows"] == 1
+    assert '"n": 99' in ok.context  # 93 real turns + 6 synthetic
+    bad = engine.retrieve(
+        "write", tenant=corpus, mode="code", cypher_query="CREATE (n:Evil {x: 1}) RETURN n"
+    )
+    assert "code_error" in bad.counts
+
+
+def test_another_embedding_model_is_refused_not_mixed(driver: Any, corpus: str) -> None:
+    from trajgraph.settings import load
+
+    wrong = Retriever(driver, database=load().neo4j.database, embedder=HashEmbedder(64))
+    with pytest.raises(ConfigError, match="all-MiniLM-L6-v2"):
+        wrong.retrieve("anything", tenant=corpus)
+
+
+def test_cli_search_prints_context_and_json(
+    corpus: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(
+        [
+            "search",
+            "How many times did the agent run pytest?",
+            "--tenant",
+            corpus,
+            "--trajectory",
+            "synthetic-retries",
+            "--json",
+        ]
+    )
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["code_result"]["count"] == 3
+    assert out["tools"] == ["embedding", "code"]

@@ -1,0 +1,137 @@
+"""Retrieval pieces that need no database: embedders, the rule router, offline code, the
+Lucene query builder and the budgeted context."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from graph.embedders import (
+    HashEmbedder,
+    LocalEmbedder,
+    embedder_name,
+    get_embedder,
+    turn_text,
+)
+from pipelines.tokens import count_tokens
+from queries import router
+from queries.retrieve import Evidence, lucene_query, render_context
+from queries.sandbox import run_python
+from trajgraph.errors import ConfigError
+from trajgraph.settings import EmbedderSettings, load
+
+
+def _cos(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_hash_embedder_is_deterministic_normalized_and_lexical() -> None:
+    e = HashEmbedder(128)
+    a, b, c, empty = e.embed(
+        ["pytest tests/test_app.py failed", "tests/test_app.py failed again", "cat README", ""]
+    )
+    assert e.embed(["pytest tests/test_app.py failed"])[0] == a
+    for v in (a, b, c, empty):
+        assert len(v) == 128 and math.isclose(sum(x * x for x in v), 1.0, rel_tol=1e-9)
+    assert _cos(a, b) > _cos(a, c)
+    assert e.name == "hash-128" == embedder_name(EmbedderSettings(kind="hash", dim=128))
+
+
+def test_local_embedder_runs_offline_and_ranks_by_meaning() -> None:
+    e = LocalEmbedder()
+    q, near, far = e.embed(
+        ["why did the unit test fail", "FAILED tests/test_app.py - AssertionError", "ls -la /tmp"]
+    )
+    assert len(q) == 384 and math.isclose(sum(x * x for x in q), 1.0, rel_tol=1e-4)
+    assert _cos(q, near) > _cos(q, far)
+    assert e.name == embedder_name(EmbedderSettings()) == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_embedder_settings_and_errors() -> None:
+    s = load({"TRAJGRAPH_EMBEDDER": "hash", "TRAJGRAPH_EMBED_DIM": "64"}).embedder
+    assert (s.kind, s.dim) == ("hash", 64)
+    assert get_embedder(s).dim == 64
+    o = load({"TRAJGRAPH_EMBEDDER": "openai", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}).embedder
+    assert o.model == "text-embedding-3-small" and o.transport.base_url == "http://127.0.0.1:9/v1"
+    with pytest.raises(ConfigError, match="TRAJGRAPH_EMBEDDER"):
+        load({"TRAJGRAPH_EMBEDDER": "word2vec"})
+    with pytest.raises(ConfigError, match="at least 8"):
+        HashEmbedder(4)
+
+
+def test_turn_text_keeps_action_head_and_tail() -> None:
+    obs = "HEAD " + "x" * 5000 + " TAIL"
+    text = turn_text({"action": "pytest -q", "observation": obs})
+    assert text.startswith("pytest -q\nHEAD") and text.endswith("TAIL") and len(text) < 600
+
+
+@pytest.mark.parametrize(
+    ("question", "tools", "directions"),
+    [
+        ("Why did the build fail?", ("graph",), ("upstream",)),
+        ("What happened after the deploy?", ("graph",), ("downstream",)),
+        ("What is the current value of retries?", ("graph",), ("history",)),
+        ("How many times did the agent run pytest?", ("code",), ()),
+        ("Summarize the task", (), ()),
+        ("Where is `src/app.py` used?", ("keyword",), ()),
+    ],
+)
+def test_rule_router(question: str, tools: tuple[str, ...], directions: tuple[str, ...]) -> None:
+    r = router.rule_route(question, has_trajectory=True)
+    assert r.tools == tools and r.directions == directions and r.reason
+
+
+def test_counting_across_trajectories_is_keyword_not_code() -> None:
+    assert router.rule_route("How many errors?", has_trajectory=False).tools == ("keyword",)
+
+
+def test_question_identifiers_are_verbatim() -> None:
+    ids = router.question_identifiers('Why did "tests/test_a.py::test_x" fail in src/app.py?')
+    assert ids[:2] == ["tests/test_a.py::test_x", "src/app.py"]
+
+
+def test_offline_code_counts_with_the_sandbox() -> None:
+    turns = [
+        {"idx": 0, "action": "pytest -q", "observation": "1 failed"},
+        {"idx": 1, "action": "vim app.py", "observation": ""},
+        {"idx": 2, "action": "pytest -q", "observation": "Traceback (most recent call last)"},
+    ]
+    code = router.offline_code("How many times did the agent run pytest?", [])
+    assert code is not None
+    assert run_python(code, turns).value == {"count": 2, "turns": [0, 2]}
+    errors = router.offline_code("How many errors were there?", [])
+    assert errors is not None and run_python(errors, turns).value["count"] == 2
+    steps = router.offline_code("How many steps did it take?", [])
+    assert steps is not None and run_python(steps, turns).value == {"count": 3}
+    # An identifier with quotes in it cannot break out of the generated string literal.
+    evil = router.offline_code("how many", ['x"; import os; "'])
+    assert evil is not None
+    assert run_python(evil, turns).value == {"count": 0, "turns": []}
+
+
+def test_lucene_query_escapes_everything_a_question_may_contain() -> None:
+    q = lucene_query('Why "tests/a.py::t" (AND) OR foo:bar~ \\', ["tests/a.py::t"])
+    assert q.startswith('"tests\\/a.py\\:\\:t"')
+    assert "foo" in q and "bar" in q
+    unescaped = re.sub(r"\\.", "", q)  # drop every escaped character
+    assert not set(":()~\\/") & set(unescaped)
+    assert lucene_query("the of and", []) == ""
+
+
+def test_context_fits_the_budget_and_is_time_ordered() -> None:
+    items = [
+        Evidence(f"u{i}", "turn", "t", i, "observation " * 200, "seed", 0.5, "seed")
+        for i in range(10, 0, -1)
+    ]
+    items.append(Evidence("code", "code", "t", None, "code result: 3", "code", 1.0, "code"))
+    text, used = render_context(items, 300)
+    assert used <= 300 and used == count_tokens(text)
+    turns = [
+        int(line.split("turn ")[1].split(" ")[0])
+        for line in text.splitlines()
+        if line.startswith("[t turn")
+    ]
+    assert turns == sorted(turns) and turns
+    assert "code result: 3" in text  # the highest-priority item always earns its place
