@@ -16,6 +16,10 @@ finds in them (rule-derived, deterministic). Faults are scripted per request, in
     refuse          a refusal
     401 / 400       a client error
 
+``POST /v1/embeddings`` returns hash-derived unit vectors (``dimensions`` or 64), and takes
+the same transport faults. Retrieval-router requests (json_schema named ``trajgraph_route``)
+get ``route_reply``.
+
 Content rules: a window holding "ignore previous instructions" makes the model gullible:
 it abandons the reply format (schema-invalid JSON), as a model that obeyed the log would.
 With ``json_schema_supported=False`` it answers json_schema requests with 400, like servers
@@ -39,6 +43,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from extractors.heuristic import HeuristicExtractor
+from graph.embedders import HashEmbedder
 from pipelines.tokens import count_tokens
 from pipelines.windows import Window
 
@@ -63,6 +68,16 @@ class FakeOpenAI:
     send_usage: bool = True
     timeout_sleep_s: float = 2.0
     latency_s: float = 0.0  # added to every chat reply, like a real model's generation time
+    embedding_dim: int = 64  # /embeddings vectors (hash-derived) when a request names none
+    # The reply to retrieval-router requests (response_format name "trajgraph_route").
+    route_reply: dict[str, Any] = field(
+        default_factory=lambda: {
+            "decision": "SUFFICIENT",
+            "direction": "none",
+            "code": "",
+            "reason": "the fake model finds the evidence sufficient",
+        }
+    )
     faults: deque[str] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
 
@@ -112,6 +127,11 @@ class FakeOpenAI:
             self.requests.clear()
 
     @property
+    def embedding_requests(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith("/embeddings")]
+
+    @property
     def chat_requests(self) -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if r.path.endswith("/chat/completions")]
@@ -150,14 +170,45 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except json.JSONDecodeError:
                 self._json(400, {"error": {"message": "body is not JSON"}})
                 return
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            path = self.path.rstrip("/")
+            if not path.endswith(("/chat/completions", "/embeddings")):
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             fault = fake._next_fault()
             headers = {k.lower(): v for k, v in self.headers.items()}
-            rec = Recorded(self.path, headers, body, fault, _prompt_tokens(body))
+            tokens = _prompt_tokens(body) if path.endswith("/chat/completions") else 0
+            rec = Recorded(self.path, headers, body, fault, tokens)
             fake._record(rec)
-            self._chat(body, fault, rec.prompt_tokens)
+            if path.endswith("/embeddings"):
+                self._embeddings(body, fault)
+            else:
+                self._chat(body, fault, rec.prompt_tokens)
+
+        def _embeddings(self, body: dict[str, Any], fault: str) -> None:
+            kind = fault.partition(":")[0]
+            if kind in ("429", "500", "503", "400", "401"):
+                extra = {"retry-after": fault.partition(":")[2] or "1"} if kind == "429" else {}
+                self._json(int(kind), _error(f"injected {kind}"), extra)
+                return
+            inputs = body.get("input")
+            texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+            dim = int(body.get("dimensions") or fake.embedding_dim)
+            vectors = HashEmbedder(dim).embed(texts)
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "model": body.get("model", "fake-embed"),
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": v}
+                        for i, v in enumerate(vectors)
+                    ],
+                    "usage": {
+                        "prompt_tokens": sum(count_tokens(t) for t in texts),
+                        "total_tokens": sum(count_tokens(t) for t in texts),
+                    },
+                },
+            )
 
         def _chat(self, body: dict[str, Any], fault: str, prompt_tokens: int) -> None:
             fmt = (body.get("response_format") or {}).get("type")
@@ -179,7 +230,11 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 time.sleep(fake.timeout_sleep_s)
             elif fake.latency_s:
                 time.sleep(fake.latency_s)
-            content, finish = _answer(body, kind)
+            schema_name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+            if schema_name == "trajgraph_route" and kind == "ok":
+                content, finish = json.dumps(fake.route_reply), "stop"
+            else:
+                content, finish = _answer(body, kind)
             usage = {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": count_tokens(content or ""),

@@ -11,13 +11,16 @@ from typing import Any
 
 import pytest
 
+from extractors.base import Stats
+from extractors.llm_client import ChatClient
 from graph.embedders import HashEmbedder, LocalEmbedder
 from pipelines import ingest
 from pipelines.adapters import normalize, split_records
 from queries.retrieve import Retriever
+from tests.fake_openai import FakeOpenAI
 from trajgraph import cli
 from trajgraph.errors import ConfigError
-from trajgraph.settings import Settings
+from trajgraph.settings import LLMSettings, Settings
 
 SYNTHETIC = {
     "id": "synthetic-retries",
@@ -210,3 +213,34 @@ def test_cli_search_prints_context_and_json(
     out = json.loads(capsys.readouterr().out)
     assert out["counts"]["code_result"]["count"] == 3
     assert out["tools"] == ["embedding", "code"]
+
+
+def test_with_an_llm_the_model_routes_and_writes_the_code(
+    driver: Any, neo4j_settings: Settings, corpus: str, fake_llm: FakeOpenAI
+) -> None:
+    client = ChatClient(LLMSettings(model="fake", base_url=fake_llm.url, timeout_s=2), Stats())
+    engine = Retriever(
+        driver, database=neo4j_settings.neo4j.database, embedder=LocalEmbedder(), llm=client
+    )
+    fake_llm.route_reply = {
+        "decision": "NEED_CODE",
+        "direction": "none",
+        "code": 'result = {"count": sum(1 for t in turns if "cat" in t["action"])}',
+        "reason": "a count over all turns",
+    }
+    r = engine.retrieve("Tally the file reads", tenant=corpus, trajectory="synthetic-retries")
+    assert r.route.startswith("auto: LLM: a count over all turns")
+    assert r.tools == ["embedding", "code"]
+    assert r.counts["code_result"] == {"count": 2}
+    (req,) = fake_llm.chat_requests
+    assert req.body["response_format"]["json_schema"]["name"] == "trajgraph_route"
+    assert "<<<DATA>>>" in req.body["messages"][1]["content"]
+
+    # A broken router reply falls back to the rules; retrieval still answers.
+    fake_llm.script("schema_invalid")
+    fallback = engine.retrieve(
+        "Why did test_retry fail?", tenant=corpus, trajectory="synthetic-retries"
+    )
+    assert fallback.route.startswith("auto: rules (LLM router failed)")
+    assert "graph" in fallback.tools
+    client.close()

@@ -11,6 +11,8 @@ import pytest
 from graph.embedders import (
     HashEmbedder,
     LocalEmbedder,
+    OpenAIEmbedder,
+    dimension,
     embedder_name,
     get_embedder,
     turn_text,
@@ -19,8 +21,9 @@ from pipelines.tokens import count_tokens
 from queries import router
 from queries.retrieve import Evidence, lucene_query, render_context
 from queries.sandbox import run_python
+from tests.fake_openai import FakeOpenAI
 from trajgraph.errors import ConfigError
-from trajgraph.settings import EmbedderSettings, load
+from trajgraph.settings import EmbedderSettings, LLMSettings, load
 
 
 def _cos(a: list[float], b: list[float]) -> float:
@@ -135,3 +138,34 @@ def test_context_fits_the_budget_and_is_time_ordered() -> None:
     ]
     assert turns == sorted(turns) and turns
     assert "code result: 3" in text  # the highest-priority item always earns its place
+
+
+def test_openai_embedder_against_the_local_server(fake_llm: FakeOpenAI) -> None:
+    settings = load(
+        {
+            "TRAJGRAPH_EMBEDDER": "openai",
+            "TRAJGRAPH_EMBED_MODEL": "embed-x",
+            "TRAJGRAPH_EMBED_DIM": "32",
+            "OPENAI_BASE_URL": fake_llm.url,
+            "TRAJGRAPH_LLM_MAX_ATTEMPTS": "3",
+        }
+    ).embedder
+    e = get_embedder(settings)
+    assert isinstance(e, OpenAIEmbedder) and e.name == "openai:embed-x"
+    fake_llm.script("429:0", "500")
+    a, b = e.embed(["pytest failed", "ls"])
+    assert len(a) == 32 and math.isclose(sum(x * x for x in a), 1.0, rel_tol=1e-9)
+    assert a != b
+    (req,) = [r for r in fake_llm.embedding_requests if r.fault == "ok"]
+    assert req.body["model"] == "embed-x" and req.body["dimensions"] == 32
+    assert e.stats.drain() == {"embed_calls": 3, "embed_retries_429": 1, "embed_retries_5xx": 1}
+    e.close()
+
+
+def test_openai_embedder_learns_its_dimension(fake_llm: FakeOpenAI) -> None:
+    e = OpenAIEmbedder(
+        EmbedderSettings(kind="openai", model="m", transport=LLMSettings(base_url=fake_llm.url))
+    )
+    assert e.dim == 0
+    assert dimension(e) == 64
+    e.close()
