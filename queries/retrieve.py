@@ -90,7 +90,8 @@ class Retrieval:
 
 
 class Retriever:
-    """One engine per process: holds the driver, the embedder and (optionally) an LLM."""
+    """One engine per process, safe to share between threads: holds the driver, the embedder
+    and (optionally) an LLM client. Each ``retrieve`` runs in its own session."""
 
     def __init__(
         self,
@@ -100,14 +101,11 @@ class Retriever:
         embedder: Embedder,
         llm: Any = None,  # extractors.llm_client.ChatClient, when an LLM is configured
     ) -> None:
-        self._driver = driver
-        self._db = database
-        self._embedder = embedder
-        self._llm = llm
-        self._space_checked = False
-        self._history_asked = False
-
-    # -- entry point ----------------------------------------------------------------------------
+        self.driver = driver
+        self.database = database
+        self.embedder = embedder
+        self.llm = llm
+        self._space_ok = False
 
     def retrieve(
         self,
@@ -123,10 +121,50 @@ class Retriever:
         cypher_query: str | None = None,
     ) -> Retrieval:
         _check(question, mode, k, depth, budget_tokens)
+        if not self._space_ok:
+            self._check_space()
+        with self.driver.session(
+            database=self.database, default_access_mode=neo4j.READ_ACCESS
+        ) as session:
+            return _Run(self, session).go(
+                question, tenant, trajectory, budget_tokens, mode, k, depth, code, cypher_query
+            )
+
+    def _check_space(self) -> None:
+        space = embedding_space(self.driver, self.database)
+        mine = (self.embedder.name, dimension(self.embedder))
+        if space is not None and space != mine:
+            raise ConfigError(
+                f"the graph's embeddings were made by {space[0]} (dimension {space[1]}), the "
+                f"configured embedder is {mine[0]} (dimension {mine[1]}): set TRAJGRAPH_EMBEDDER "
+                "to match"
+            )
+        self._space_ok = space is not None
+
+
+class _Run:
+    """The state of one ``retrieve`` call: its session, and what it found so far."""
+
+    def __init__(self, engine: Retriever, session: neo4j.Session) -> None:
+        self._engine = engine
+        self._session = session
+        self._embedder = engine.embedder
+        self._llm = engine.llm
         self._history_asked = False
+
+    def go(
+        self,
+        question: str,
+        tenant: str,
+        trajectory: str | None,
+        budget_tokens: int,
+        mode: str,
+        k: int,
+        depth: int,
+        code: str | None,
+        cypher_query: str | None,
+    ) -> Retrieval:
         tuid = ids.trajectory_uid(tenant, trajectory) if trajectory else None
-        if tuid and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
-            raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
         found: dict[str, Evidence] = {}
         counts: dict[str, Any] = {}
         tools: list[str] = []
@@ -136,6 +174,10 @@ class Retriever:
         if mode in ("auto", "embedding", "graph"):
             self._seeds(question, scope, k, found)
             tools.append("embedding")
+        # An unknown trajectory is an error, not an empty answer; checked only when the
+        # seeds found nothing, to save a round trip on every good question.
+        if tuid and not found and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
+            raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
         if mode == "auto":
             decided = self._route(question, found, trajectory is not None)
             route = f"auto: {decided.reason}"
@@ -170,7 +212,6 @@ class Retriever:
     def _seeds(
         self, question: str, scope: dict[str, Any], k: int, found: dict[str, Evidence]
     ) -> None:
-        self._check_space()
         vector = self._embedder.embed([question])[0]
         if scope["tuid"]:
             rows = self._read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], vector=vector, k=k)
@@ -188,19 +229,6 @@ class Retriever:
             rows = sorted(rows, key=lambda r: -r["score"])[:k]
         for r in rows:
             _add(found, r["uid"], "seed", f"seed (similarity {r['score']:.2f})", r["score"])
-
-    def _check_space(self) -> None:
-        if self._space_checked:
-            return
-        space = embedding_space(self._driver, self._db)
-        mine = (self._embedder.name, dimension(self._embedder))
-        if space is not None and space != mine:
-            raise ConfigError(
-                f"the graph's embeddings were made by {space[0]} (dimension {space[1]}), the "
-                f"configured embedder is {mine[0]} (dimension {mine[1]}): set TRAJGRAPH_EMBEDDER "
-                "to match"
-            )
-        self._space_checked = True
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -366,10 +394,7 @@ class Retriever:
             return [r.data() for r in islice(result, MAX_CYPHER_ROWS)]
 
         try:
-            with self._driver.session(
-                database=self._db, default_access_mode=neo4j.READ_ACCESS
-            ) as session:
-                rows = session.execute_read(work)
+            rows = self._session.execute_read(work)
         except Neo4jError as e:
             return {"code_error": f"cypher failed: {e.message}"}
         found["cypher"] = Evidence(
@@ -412,13 +437,12 @@ class Retriever:
         )
 
     def _read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
+        # Auto-commit reads in the call's READ session: half the round trips of a managed
+        # transaction per query, and retrieval is read-only by construction.
         try:
-            records, _, _ = self._driver.execute_query(
-                statement, params, database_=self._db, routing_=neo4j.RoutingControl.READ
-            )
+            return self._session.run(cast("LiteralString", statement), params).data()
         except Neo4jError as e:
             raise GraphError(f"retrieval query failed: {e.message}") from e
-        return [r.data() for r in records]
 
 
 def _add(found: dict[str, Evidence], uid: str, source: str, why: str, score: float) -> None:
