@@ -75,7 +75,7 @@ def _fill(
             vectors = rng.standard_normal((len(targets), dim)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             for row, vec in zip(targets, vectors.tolist(), strict=True):
-                row["props"]["embedding"] = vec
+                row["embedding"] = vec
             batch.append(rows)
             ids.append(traj["id"])
             i += 1

@@ -304,15 +304,15 @@ class EmbedRowsFn(beam.DoFn):
         if found and found[0]["content_hash"] == rows.content_hash:
             yield rows
             return
-        targets = [(r["props"], state_text) for r in rows.rows["states"]]
-        targets += [(r["props"], turn_text) for r in rows.rows["turns"]]
+        targets = [(r, state_text) for r in rows.rows["states"]]
+        targets += [(r, turn_text) for r in rows.rows["turns"]]
         size = max(1, self._settings.batch_size)
         try:
             for i in range(0, len(targets), size):
                 chunk = targets[i : i + size]
-                vectors = self._embedder.embed([text(props) for props, text in chunk])
-                for (props, _), vector in zip(chunk, vectors, strict=True):
-                    props["embedding"] = vector
+                vectors = self._embedder.embed([text(row["props"]) for row, text in chunk])
+                for (row, _), vector in zip(chunk, vectors, strict=True):
+                    row["embedding"] = vector
         except Exception as e:
             # The trajectory is still written (it is not lost), without vectors, and under a
             # content hash no run produces, so the next ingest rewrites it with embeddings.
@@ -321,8 +321,8 @@ class EmbedRowsFn(beam.DoFn):
                 rows.trajectory_uid,
                 e,
             )
-            for props, _ in targets:
-                props.pop("embedding", None)
+            for row, _ in targets:
+                row.pop("embedding", None)
             rows.content_hash += ":unembedded"
             for row in rows.rows["complete"]:
                 row["content_hash"] = rows.content_hash

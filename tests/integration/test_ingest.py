@@ -69,10 +69,14 @@ def test_every_real_file_lands_with_adapter_counts_and_reingest_is_a_no_op(
     assert labels["Turn"] == sum(expected.values())
     assert labels["State"] > 0 and labels["Object"] > 0 and labels["Identifier"] > 0
 
+    # Every state and turn was embedded once; the re-ingest below embeds nothing.
+    assert first.counters["embedded"] == labels["State"] + labels["Turn"]
+
     before = _counts(driver, tenant)
     second = _ingest([str(shared_dir)], tenant, neo4j_settings, tmp_path)
     assert second.unchanged == len(expected)
     assert second.rows_written == 0
+    assert second.counters.get("embedded", 0) == 0
     assert _counts(driver, tenant) == before
 
 
