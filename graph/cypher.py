@@ -17,6 +17,9 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX trajectory_tenant_id IF NOT EXISTS FOR (n:Trajectory) ON (n.tenant, n.id)",
     "CREATE INDEX trajectory_source IF NOT EXISTS FOR (n:Trajectory) ON (n.source)",
     "CREATE INDEX turn_trajectory_idx IF NOT EXISTS FOR (n:Turn) ON (n.trajectory_uid, n.idx)",
+    # A composite index is not used for its first property alone: "all turns of a trajectory"
+    # (retrieval, code over turns) needs its own, or it scans every Turn in the database.
+    "CREATE INDEX turn_trajectory IF NOT EXISTS FOR (n:Turn) ON (n.trajectory_uid)",
     "CREATE INDEX turn_tenant IF NOT EXISTS FOR (n:Turn) ON (n.tenant)",
     "CREATE INDEX state_trajectory IF NOT EXISTS FOR (n:State) ON (n.trajectory_uid)",
     "CREATE INDEX state_subject IF NOT EXISTS "
