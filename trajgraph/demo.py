@@ -119,6 +119,7 @@ def run(settings: Settings, *, start_server: bool = True) -> int:
     print(render_text(chain, trajectory=DEMO_ID, target=f"turn {WHY_TURN}", depth=6))
     print(
         f"\nTry: .venv/bin/trajgraph why --trajectory {DEMO_ID} --turn 1"
+        f'\n     .venv/bin/trajgraph search "Why did the test fail?" --trajectory {DEMO_ID}'
         "\nStop Neo4j with: .venv/bin/trajgraph neo4j stop"
     )
     return 0 if summary.balanced and chain else 1
