@@ -100,11 +100,13 @@ class Retriever:
         database: str,
         embedder: Embedder,
         llm: Any = None,  # extractors.llm_client.ChatClient, when an LLM is configured
+        query_timeout_s: float = 10.0,
     ) -> None:
         self.driver = driver
         self.database = database
         self.embedder = embedder
         self.llm = llm
+        self.query_timeout_s = query_timeout_s
         self._space_ok = False
 
     def retrieve(
@@ -440,7 +442,10 @@ class _Run:
         # Auto-commit reads in the call's READ session: half the round trips of a managed
         # transaction per query, and retrieval is read-only by construction.
         try:
-            return self._session.run(cast("LiteralString", statement), params).data()
+            query = neo4j.Query(
+                cast("LiteralString", statement), timeout=self._engine.query_timeout_s
+            )
+            return self._session.run(query, params).data()
         except Neo4jError as e:
             raise GraphError(f"retrieval query failed: {e.message}") from e
 

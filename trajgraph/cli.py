@@ -18,6 +18,7 @@ commands:
   ingest PATHS...        ingest agent logs into Neo4j (Apache Beam batch pipeline)
   why                    print the causal chain that led to a turn or state
   search "QUESTION"      evidence for a question: embedding seeds, then graph, keyword or code
+  serve                  the HTTP API (TRAJGRAPH_API_KEYS=key:tenant,...; OpenAPI at /docs)
   trajectories           list ingested trajectories
   cypher NAME            run a query of the analyst library (queries/*.cypher)
   neo4j fetch|start|stop|status
@@ -57,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     code.add_argument("--code", default=None, help="Python over `turns` (sandboxed)")
     code.add_argument("--cypher", default=None, help="read-only Cypher ($tenant, $trajectory)")
     se.add_argument("--json", action="store_true")
+
+    sv = sub.add_parser("serve", help="the HTTP API (retrieval, trajectories, why-chains)")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8080)
 
     tr = sub.add_parser("trajectories", help="list ingested trajectories")
     tr.add_argument("--tenant", default=None)
@@ -125,6 +130,11 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         return _why(args, settings)
     if args.command == "search":
         return _search(args, settings)
+    if args.command == "serve":
+        from trajgraph.api import serve
+
+        serve(settings, host=args.host, port=args.port)
+        return 0
     if args.command == "trajectories":
         return _cypher_print(
             "trajectories",

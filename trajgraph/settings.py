@@ -97,6 +97,8 @@ class Settings:
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
+    # API key → tenant, for the HTTP and MCP servers (TRAJGRAPH_API_KEYS="key:tenant,...").
+    api_keys: dict[str, str] = field(default_factory=dict, repr=False)
     tenant: str = "default"
     token_budget: int = 2048
     write_batch_size: int = 1000
@@ -150,6 +152,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         local=local,
         llm=llm,
         embedder=_embedder(env, llm),
+        api_keys=_api_keys(env.get("TRAJGRAPH_API_KEYS") or ""),
         tenant=env.get("TRAJGRAPH_TENANT") or "default",
         token_budget=budget,
         write_batch_size=_int(env, "TRAJGRAPH_WRITE_BATCH", 1000),
@@ -222,6 +225,30 @@ def _embedder(env: Mapping[str, str], llm: LLMSettings) -> EmbedderSettings:
         batch_size=_int(env, "TRAJGRAPH_EMBED_BATCH", 64),
         transport=transport,
     )
+
+
+MIN_API_KEY_CHARS = 16
+
+
+def _api_keys(raw: str) -> dict[str, str]:
+    """``key:tenant`` pairs separated by commas; a key maps to exactly one tenant."""
+    keys: dict[str, str] = {}
+    for i, pair in enumerate(p.strip() for p in raw.split(",")):
+        if not pair:
+            continue
+        key, sep, tenant = pair.rpartition(":")
+        key, tenant = key.strip(), tenant.strip()
+        if not sep or not key or not tenant:
+            raise ConfigError(f"TRAJGRAPH_API_KEYS entry {i + 1} is not key:tenant")
+        if len(key) < MIN_API_KEY_CHARS:
+            raise ConfigError(
+                f"TRAJGRAPH_API_KEYS entry {i + 1}: keys need at least {MIN_API_KEY_CHARS} "
+                "characters (use e.g. `python -c 'import secrets; print(secrets.token_urlsafe())'`)"
+            )
+        if key in keys and keys[key] != tenant:
+            raise ConfigError(f"TRAJGRAPH_API_KEYS entry {i + 1}: the key is given twice")
+        keys[key] = tenant
+    return keys
 
 
 def _port_of(uri: str) -> int:

@@ -169,3 +169,20 @@ def test_openai_embedder_learns_its_dimension(fake_llm: FakeOpenAI) -> None:
     assert e.dim == 0
     assert dimension(e) == 64
     e.close()
+
+
+def test_api_keys_parse_and_never_print() -> None:
+    good = "a" * 16
+    s = load({"TRAJGRAPH_API_KEYS": f"{good}:team-a, {'b' * 20}:team-b"})
+    assert s.api_keys == {good: "team-a", "b" * 20: "team-b"}
+    assert good not in repr(s)
+    for bad in ("nocolon", f"{good}:", ":tenant", "short:t"):
+        with pytest.raises(ConfigError, match="TRAJGRAPH_API_KEYS"):
+            load({"TRAJGRAPH_API_KEYS": bad})
+
+
+def test_the_api_refuses_to_start_without_keys() -> None:
+    from trajgraph.api import create_app
+
+    with pytest.raises(ConfigError, match="TRAJGRAPH_API_KEYS"):
+        create_app(load({}))
