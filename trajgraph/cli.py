@@ -18,6 +18,7 @@ commands:
   ingest PATHS...        ingest agent logs into Neo4j (Apache Beam batch pipeline)
   why                    print the causal chain that led to a turn or state
   search "QUESTION"      evidence for a question: embedding seeds, then graph, keyword or code
+  mcp                    the MCP server: tools retrieve, why, find_identifier, run_code
   serve                  the HTTP API (TRAJGRAPH_API_KEYS=key:tenant,...; OpenAPI at /docs)
   trajectories           list ingested trajectories
   cypher NAME            run a query of the analyst library (queries/*.cypher)
@@ -62,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="the HTTP API (retrieval, trajectories, why-chains)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8080)
+
+    mc = sub.add_parser("mcp", help="the MCP server (stdio by default)")
+    mc.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
+    mc.add_argument("--host", default="127.0.0.1")
+    mc.add_argument("--port", type=int, default=8090)
+    mc.add_argument("--tenant", default=None, help="stdio: the tenant (default TRAJGRAPH_TENANT)")
 
     tr = sub.add_parser("trajectories", help="list ingested trajectories")
     tr.add_argument("--tenant", default=None)
@@ -130,6 +137,17 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         return _why(args, settings)
     if args.command == "search":
         return _search(args, settings)
+    if args.command == "mcp":
+        from trajgraph import mcp_server
+
+        mcp_server.run(
+            settings,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            tenant=args.tenant or settings.tenant,
+        )
+        return 0
     if args.command == "serve":
         from trajgraph.api import serve
 
