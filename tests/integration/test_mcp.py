@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -107,8 +107,9 @@ async def _exercise(session: ClientSession) -> None:
     assert found["counts"]["identifier_turns"]["tests/test_api.py"] == 2
     missing = await session.call_tool("why", {"trajectory": "no-such-run", "turn": 1})
     assert missing.is_error
-    assert "no trajectory" in missing.content[0].text
-    assert "Traceback" not in missing.content[0].text
+    (message,) = missing.content
+    assert isinstance(message, types.TextContent)
+    assert "no trajectory" in message.text and "Traceback" not in message.text
 
 
 def test_stdio(mcp_tenant: str, neo4j_settings: Settings) -> None:
