@@ -360,3 +360,52 @@ ORDER BY idx
 """
 
 TRAJECTORY_EXISTS = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.id AS id LIMIT 1"
+
+# -- governance: deleting exactly one trajectory, one source file or one tenant ---------------
+
+TRAJECTORIES_OF_SOURCE = """
+MATCH (t:Trajectory {tenant: $tenant, source: $source})
+RETURN t.uid AS uid, t.id AS id
+ORDER BY id
+"""
+
+TRAJECTORY_BY_ID = "MATCH (t:Trajectory {tenant: $tenant, id: $id}) RETURN t.uid AS uid, t.id AS id"
+
+# Identifiers are shared across the tenant's trajectories: collect the ones this trajectory
+# uses first, delete the trajectory, then only the identifiers nobody uses any more.
+IDENTIFIERS_OF_TRAJECTORY = """
+MATCH (o:Object {trajectory_uid: $uid})-[:IDENTIFIED_BY]->(i:Identifier)
+RETURN collect(DISTINCT i.uid) AS uids
+"""
+
+DELETE_TRAJECTORY_NODES = """
+MATCH (n:Turn|State|Object {trajectory_uid: $uid})
+WITH n LIMIT $batch
+DETACH DELETE n
+RETURN count(*) AS n
+"""
+
+DELETE_TRAJECTORY_NODE = """
+MATCH (t:Trajectory {uid: $uid})
+DETACH DELETE t
+RETURN count(*) AS n
+"""
+
+DELETE_ORPHAN_IDENTIFIERS = """
+UNWIND $uids AS uid
+MATCH (i:Identifier {uid: uid})
+WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
+DETACH DELETE i
+RETURN count(*) AS n
+"""
+
+DELETE_TENANT_BATCH = """
+MATCH (n {tenant: $tenant})
+WITH n LIMIT $batch
+DETACH DELETE n
+RETURN count(*) AS n
+"""
+
+COUNT_TENANT = "MATCH (n {tenant: $tenant}) RETURN count(n) AS n"
+
+TENANT_TRAJECTORY_IDS = "MATCH (t:Trajectory {tenant: $tenant}) RETURN t.id AS id ORDER BY id"

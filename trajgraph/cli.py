@@ -18,6 +18,7 @@ commands:
   ingest PATHS...        ingest agent logs into Neo4j (Apache Beam batch pipeline)
   why                    print the causal chain that led to a turn or state
   search "QUESTION"      evidence for a question: embedding seeds, then graph, keyword or code
+  delete                 --trajectory ID | --source PATH | --all --yes (within --tenant)
   mcp                    the MCP server: tools retrieve, why, find_identifier, run_code
   serve                  the HTTP API (TRAJGRAPH_API_KEYS=key:tenant,...; OpenAPI at /docs)
   trajectories           list ingested trajectories
@@ -69,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     mc.add_argument("--host", default="127.0.0.1")
     mc.add_argument("--port", type=int, default=8090)
     mc.add_argument("--tenant", default=None, help="stdio: the tenant (default TRAJGRAPH_TENANT)")
+
+    de = sub.add_parser("delete", help="delete one trajectory, one source file's, or a tenant")
+    what = de.add_mutually_exclusive_group(required=True)
+    what.add_argument("--trajectory", help="a trajectory id (in --tenant)")
+    what.add_argument("--source", help="the input path its trajectories were read from")
+    what.add_argument("--all", action="store_true", help="every node of --tenant")
+    de.add_argument("--tenant", default=None, help="default TRAJGRAPH_TENANT")
+    de.add_argument("--yes", action="store_true", help="required with --all")
 
     tr = sub.add_parser("trajectories", help="list ingested trajectories")
     tr.add_argument("--tenant", default=None)
@@ -137,6 +146,8 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         return _why(args, settings)
     if args.command == "search":
         return _search(args, settings)
+    if args.command == "delete":
+        return _delete(args, settings)
     if args.command == "mcp":
         from trajgraph import mcp_server
 
@@ -254,6 +265,32 @@ def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
             print(f"# {key}: {json.dumps(value, default=str)}")
     print(f"# {len(result.items)} items, {result.context_tokens} of {args.budget} tokens\n")
     print(result.context)
+    return 0
+
+
+def _delete(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from graph import governance
+    from graph.connection import open_driver
+    from trajgraph.errors import ConfigError
+
+    tenant = args.tenant or settings.tenant
+    if args.all and not args.yes:
+        raise ConfigError(f"deleting all of tenant {tenant!r} needs --yes")
+    driver = open_driver(settings.neo4j)
+    db = settings.neo4j.database
+    try:
+        if args.trajectory:
+            done = governance.delete_trajectory(driver, db, tenant, args.trajectory)
+        elif args.source:
+            done = governance.delete_source(driver, db, tenant, args.source)
+        else:
+            done = governance.delete_tenant(driver, db, tenant)
+    finally:
+        driver.close()
+    print(
+        f"deleted {len(done.trajectories)} trajectories ({done.nodes} nodes) from tenant "
+        f"{tenant!r}: {', '.join(done.trajectories) or '-'}"
+    )
     return 0
 
 

@@ -1,0 +1,84 @@
+"""Deleting data: exactly one trajectory, the trajectories of one source file, or one tenant.
+
+Nothing else is touched: identifiers shared with other trajectories of the tenant stay, and
+other tenants' nodes are never matched (every statement is keyed by tenant or by a uid that
+includes it). Deletes run in batches so a large trajectory or tenant cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import neo4j
+from neo4j.exceptions import Neo4jError
+
+from graph import cypher
+from trajgraph.errors import ConfigError, GraphError
+
+BATCH = 10_000
+
+
+@dataclass
+class Deleted:
+    trajectories: list[str] = field(default_factory=list)
+    nodes: int = 0
+
+
+def delete_trajectory(driver: neo4j.Driver, database: str, tenant: str, trajectory: str) -> Deleted:
+    rows = _read(driver, database, cypher.TRAJECTORY_BY_ID, tenant=tenant, id=trajectory)
+    if not rows:
+        raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
+    return _delete_all(driver, database, rows)
+
+
+def delete_source(driver: neo4j.Driver, database: str, tenant: str, source: str) -> Deleted:
+    rows = _read(driver, database, cypher.TRAJECTORIES_OF_SOURCE, tenant=tenant, source=source)
+    if not rows:
+        raise ConfigError(f"no trajectory from source {source!r} in tenant {tenant!r}")
+    return _delete_all(driver, database, rows)
+
+
+def delete_tenant(driver: neo4j.Driver, database: str, tenant: str) -> Deleted:
+    out = Deleted()
+    rows = _read(driver, database, cypher.TENANT_TRAJECTORY_IDS, tenant=tenant)
+    out.trajectories = [r["id"] for r in rows]
+    while n := _write(driver, database, cypher.DELETE_TENANT_BATCH, tenant=tenant, batch=BATCH):
+        out.nodes += n
+    return out
+
+
+def _delete_all(driver: neo4j.Driver, database: str, rows: list[dict[str, str]]) -> Deleted:
+    out = Deleted()
+    for row in rows:
+        uid = row["uid"]
+        identifiers = _read(driver, database, cypher.IDENTIFIERS_OF_TRAJECTORY, uid=uid)[0]["uids"]
+        while n := _write(driver, database, cypher.DELETE_TRAJECTORY_NODES, uid=uid, batch=BATCH):
+            out.nodes += n
+        out.nodes += _write(driver, database, cypher.DELETE_TRAJECTORY_NODE, uid=uid)
+        for i in range(0, len(identifiers), BATCH):
+            out.nodes += _write(
+                driver, database, cypher.DELETE_ORPHAN_IDENTIFIERS, uids=identifiers[i : i + BATCH]
+            )
+        out.trajectories.append(row["id"])
+    return out
+
+
+def _read(
+    driver: neo4j.Driver, database: str, statement: str, **params: object
+) -> list[dict[str, Any]]:
+    try:
+        records, _, _ = driver.execute_query(
+            statement, params, database_=database, routing_=neo4j.RoutingControl.READ
+        )
+    except Neo4jError as e:
+        raise GraphError(f"delete failed: {e.message}") from e
+    return [r.data() for r in records]
+
+
+def _write(driver: neo4j.Driver, database: str, statement: str, **params: object) -> int:
+    try:
+        records, _, _ = driver.execute_query(statement, params, database_=database)
+    except Neo4jError as e:
+        raise GraphError(f"delete failed: {e.message}") from e
+    return int(records[0]["n"]) if records else 0
