@@ -87,6 +87,20 @@ cmd_setup() {
   "$PY" -m graph.local_server fetch
 }
 
+# Headless Chromium renders the why-chain page in its test. Only the tests need it, so it is
+# installed by `test` (when this is root on a Debian/Ubuntu machine) and skipped otherwise.
+ensure_chromium() {
+  [[ -x /usr/bin/chromium ]] && return
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium (for the why-chain picture test)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } \
+      || echo "could not install chromium: the picture test will be skipped"
+  else
+    echo "no /usr/bin/chromium (apt-get install chromium): the picture test will be skipped"
+  fi
+}
+
 neo4j() { "$PY" -m graph.local_server "$@"; }
 
 cmd_demo() {
@@ -100,6 +114,7 @@ cmd_demo() {
 
 cmd_test() {
   cmd_setup
+  ensure_chromium
   say "Neo4j"
   STARTED_NEO4J=0
   if neo4j ping 2>/dev/null; then

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -242,6 +242,39 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
             )
         )
         return {"trajectory": trajectory, "turn": turn, "depth": depth, "chain": chain}
+
+    @app.get("/v1/trajectories/{trajectory}/why.html", tags=["trajectories"])
+    async def why_html(
+        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
+        tenant: Tenant,
+        request: Request,
+        turn: int = Query(ge=0, le=10_000_000),
+        depth: int = Query(default=3, ge=1, le=MAX_DEPTH),
+    ) -> HTMLResponse:
+        """The why-chain drawn as a graph: one self-contained page, no external assets."""
+        from queries.why import why_chain
+        from queries.why_render import render_html
+
+        s = svc(request)
+        chain = await _bounded(
+            lambda: why_chain(
+                s.driver,
+                database=s.settings.neo4j.database,
+                tenant=tenant,
+                trajectory=trajectory,
+                turn=turn,
+                depth=depth,
+            )
+        )
+        page = render_html(chain, trajectory=trajectory, target=f"turn {turn}", depth=depth)
+        return HTMLResponse(
+            page,
+            headers={
+                "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                "img-src 'none'; base-uri 'none'",
+                "x-content-type-options": "nosniff",
+            },
+        )
 
     return app
 

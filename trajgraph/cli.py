@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -42,7 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--state")
     why.add_argument("--depth", type=int, default=3)
     why.add_argument("--tenant", default=None)
-    why.add_argument("--format", choices=("text", "json"), default="text")
+    why.add_argument(
+        "--format",
+        choices=("text", "json", "mermaid", "dot", "html"),
+        default="text",
+        help="html: one self-contained page with the chain drawn as a graph",
+    )
 
     se = sub.add_parser(
         "search", help="retrieve evidence for a question (embedding, graph, keyword, code)"
@@ -133,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `trajgraph ... | head`: the reader left; stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
@@ -216,11 +226,24 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         )
     finally:
         driver.close()
+    target = f"turn {args.turn}" if args.turn is not None else f"state {args.state}"
     if args.format == "json":
         print(json.dumps(chain, indent=2, ensure_ascii=False))
-    else:
-        target = f"turn {args.turn}" if args.turn is not None else f"state {args.state}"
+    elif args.format == "text":
         print(render_text(chain, trajectory=args.trajectory, target=target, depth=args.depth))
+    else:
+        from queries import why_render
+
+        if args.format == "mermaid":
+            print(why_render.render_mermaid(chain, trajectory=args.trajectory, target=target))
+        elif args.format == "dot":
+            print(why_render.render_dot(chain, trajectory=args.trajectory, target=target))
+        else:
+            print(
+                why_render.render_html(
+                    chain, trajectory=args.trajectory, target=target, depth=args.depth
+                )
+            )
     return 0
 
 

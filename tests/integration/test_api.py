@@ -139,6 +139,7 @@ def test_probes_and_openapi(api: Api) -> None:
         "/v1/trajectories",
         "/v1/trajectories/{trajectory}",
         "/v1/trajectories/{trajectory}/why",
+        "/v1/trajectories/{trajectory}/why.html",
     ):
         assert path in spec["paths"]
 
@@ -164,6 +165,20 @@ def test_trajectories_why_and_search(api: Api) -> None:
     assert status == 200 and any(n["turn"] == 1 for n in why["chain"])
     status, found = api.call("GET", "/v1/search?q=AssertionError")
     assert status == 200 and found["counts"]["keyword_hits"] > 0
+
+
+def test_why_html_page(api: Api) -> None:
+    req = urllib.request.Request(
+        f"{api.url}/v1/trajectories/{TRAJ['id']}/why.html?turn=3&depth=3",
+        headers={"authorization": f"Bearer {KEY_A}"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        page = resp.read().decode()
+        assert resp.headers["content-type"].startswith("text/html")
+        assert "default-src 'none'" in resp.headers["content-security-policy"]
+    assert '<meta name="trajgraph-nodes"' in page and 'data-turn="3"' in page
+    assert "://" not in page and "<script" not in page
+    assert api.call("GET", f"/v1/trajectories/{TRAJ['id']}/why.html?turn=3", key=KEY_B)[0] == 404
 
 
 def test_missing_or_wrong_keys_are_401(api: Api) -> None:
