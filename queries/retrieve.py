@@ -143,6 +143,11 @@ class Retriever:
             )
         self._space_ok = space is not None
 
+    @property
+    def has_vectors(self) -> bool:
+        """Whether anything was embedded (and so the vector indexes exist)."""
+        return self._space_ok
+
 
 class _Run:
     """The state of one ``retrieve`` call: its session, and what it found so far."""
@@ -174,15 +179,24 @@ class _Run:
         scope = {"tenant": tenant, "trajectory": trajectory, "tuid": tuid}
 
         if mode in ("auto", "embedding", "graph"):
-            self._seeds(question, scope, k, found)
-            tools.append("embedding")
+            if self._engine.has_vectors:
+                self._seeds(question, scope, k, found)
+                tools.append("embedding")
+            else:
+                # Ingested with --embedder none: full-text hits stand in for similarity seeds.
+                route = "no embeddings in this graph"
+                ids_in_q = router.question_identifiers(question)
+                counts.update(self._keyword(question, ids_in_q, scope, k, found))
+                tools.append("keyword")
         # An unknown trajectory is an error, not an empty answer; checked only when the
         # seeds found nothing, to save a round trip on every good question.
         if tuid and not found and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
             raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
         if mode == "auto":
             decided = self._route(question, found, trajectory is not None)
-            route = f"auto: {decided.reason}"
+            route = f"auto: {decided.reason}" + (
+                "" if self._engine.has_vectors else " (no embeddings in this graph)"
+            )
         else:
             decided = router.rule_route(question, has_trajectory=trajectory is not None)
             forced: dict[str, tuple[router.Tool, ...]] = {

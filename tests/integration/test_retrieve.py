@@ -244,3 +244,19 @@ def test_with_an_llm_the_model_routes_and_writes_the_code(
     assert fallback.route.startswith("auto: rules (LLM router failed)")
     assert "graph" in fallback.tools
     client.close()
+
+
+def test_without_embeddings_the_other_tools_still_answer(
+    driver: Any, neo4j_settings: Settings, corpus: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = Retriever(driver, database=neo4j_settings.neo4j.database, embedder=LocalEmbedder())
+    monkeypatch.setattr(engine, "_check_space", lambda: None)  # as after --embedder none
+    assert not engine.has_vectors
+    r = engine.retrieve(
+        "How many times did the agent run pytest?", tenant=corpus, trajectory="synthetic-retries"
+    )
+    assert "embedding" not in r.tools and r.counts["code_result"]["count"] == 3
+    assert "no embeddings" in r.route
+    why = engine.retrieve("Why did test_retry fail?", tenant=corpus, trajectory="synthetic-retries")
+    assert why.tools[:2] == ["keyword", "graph"]  # full-text hits seed the traversal
+    assert any(e.kind == "turn" and e.turn == 1 for e in why.items)
