@@ -409,3 +409,34 @@ RETURN count(*) AS n
 COUNT_TENANT = "MATCH (n {tenant: $tenant}) RETURN count(n) AS n"
 
 TENANT_TRAJECTORY_IDS = "MATCH (t:Trajectory {tenant: $tenant}) RETURN t.id AS id ORDER BY id"
+
+# -- digests: a stable fingerprint of one trajectory's subgraph --------------------------------
+
+DIGEST_NODES = """
+MATCH (t:Trajectory {uid: $uid})
+CALL (t) {
+  RETURN t AS n
+  UNION
+  MATCH (n:Turn|State|Object {trajectory_uid: t.uid}) RETURN n
+  UNION
+  MATCH (:Object {trajectory_uid: t.uid})-[:IDENTIFIED_BY]->(n:Identifier) RETURN n
+}
+RETURN n.uid AS uid, labels(n) AS labels, properties(n) AS props
+"""
+
+DIGEST_RELATIONSHIPS = """
+MATCH (t:Trajectory {uid: $uid})
+CALL (t) {
+  MATCH (t)-[r]->(m) RETURN r
+  UNION
+  MATCH (n:Turn|State|Object {trajectory_uid: t.uid})-[r]->() RETURN r
+}
+RETURN type(r) AS type, startNode(r).uid AS src, endNode(r).uid AS dst, properties(r) AS props
+"""
+
+DIGEST_TRAJECTORIES = """
+MATCH (t:Trajectory)
+WHERE $tenant IS NULL OR t.tenant = $tenant
+RETURN t.uid AS uid, t.tenant AS tenant, t.id AS id
+ORDER BY tenant, id
+"""

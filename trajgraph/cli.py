@@ -19,6 +19,7 @@ commands:
   ingest PATHS...        ingest agent logs into Neo4j (Apache Beam batch pipeline)
   why                    print the causal chain that led to a turn or state
   search "QUESTION"      evidence for a question: embedding seeds, then graph, keyword or code
+  digest [ID]            a stable content hash of one trajectory, a tenant or the database
   delete                 --trajectory ID | --source PATH | --all --yes (within --tenant)
   mcp                    the MCP server: tools retrieve, why, find_identifier, run_code
   serve                  the HTTP API (TRAJGRAPH_API_KEYS=key:tenant,...; OpenAPI at /docs)
@@ -84,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--all", action="store_true", help="every node of --tenant")
     de.add_argument("--tenant", default=None, help="default TRAJGRAPH_TENANT")
     de.add_argument("--yes", action="store_true", help="required with --all")
+
+    dg = sub.add_parser("digest", help="a stable hash of a trajectory's (or the graph's) content")
+    dg.add_argument("trajectory", nargs="?", help="one trajectory id; omit for the whole tenant")
+    dg.add_argument("--tenant", default=None)
+    dg.add_argument("--all-tenants", action="store_true", help="the whole database")
 
     tr = sub.add_parser("trajectories", help="list ingested trajectories")
     tr.add_argument("--tenant", default=None)
@@ -156,6 +162,8 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         return _why(args, settings)
     if args.command == "search":
         return _search(args, settings)
+    if args.command == "digest":
+        return _digest(args, settings)
     if args.command == "delete":
         return _delete(args, settings)
     if args.command == "mcp":
@@ -288,6 +296,23 @@ def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
             print(f"# {key}: {json.dumps(value, default=str)}")
     print(f"# {len(result.items)} items, {result.context_tokens} of {args.budget} tokens\n")
     print(result.context)
+    return 0
+
+
+def _digest(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from graph import digest
+    from graph.connection import open_driver
+
+    driver = open_driver(settings.neo4j)
+    db = settings.neo4j.database
+    tenant = args.tenant or settings.tenant
+    try:
+        if args.trajectory:
+            print(digest.trajectory_digest(driver, db, tenant, args.trajectory))
+        else:
+            print(digest.graph_digest(driver, db, None if args.all_tenants else tenant))
+    finally:
+        driver.close()
     return 0
 
 
