@@ -24,6 +24,10 @@ def _where(element: Any) -> tuple[str, str, str]:
         return str(metadata.path), "file", ""
     if isinstance(element, Located):
         return element.source, element.locator, str(element.trajectory.get("id", ""))
+    data = getattr(element, "data", None)  # a streamed line (pipelines.streaming.Line)
+    if isinstance(data, bytes) and hasattr(element, "source"):
+        preview = data[:PREVIEW_CHARS].decode("utf-8", "replace")
+        return str(element.source), str(getattr(element, "locator", "")), preview
     return "", "", repr(element)[:PREVIEW_CHARS]
 
 

@@ -205,7 +205,7 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
     return sorted(dict.fromkeys(found))
 
 
-def _check_graph(
+def check_graph(
     neo: settings_mod.Neo4jSettings, embedder: settings_mod.EmbedderSettings | None
 ) -> None:
     """Fail before reading anything when Neo4j is unreachable or its embeddings were made by
@@ -285,7 +285,7 @@ def run(
     embedder = None if args.embedder == "none" else settings.embedder
     if embedder is not None and args.embedder:
         embedder = dataclasses.replace(embedder, kind=args.embedder)
-    _check_graph(settings.neo4j, embedder)
+    check_graph(settings.neo4j, embedder)
     dl_dir = _dead_letter_dir(args.dead_letter, settings)
     dl_dir.mkdir(parents=True, exist_ok=True)
     prefix = str(dl_dir / "dead-letter")

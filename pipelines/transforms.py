@@ -85,10 +85,13 @@ class ReadLogRecords(beam.PTransform):
             | "Split files into records"
             >> beam.ParDo(SplitFileFn(self._fmt, self._max)).with_exception_handling()
         )
-        return {"records": good, "bad": bad | "Describe read failures" >> beam.Map(_dead, "read")}
+        return {
+            "records": good,
+            "bad": bad | "Describe read failures" >> beam.Map(describe_failure, "read"),
+        }
 
 
-def _dead(bad: Any, stage: str) -> dict[str, Any]:
+def describe_failure(bad: Any, stage: str) -> dict[str, Any]:
     _count("dead_lettered")
     if stage == "read":
         _count("records")  # an unreadable file is one record that never split
@@ -140,8 +143,8 @@ class NormalizeTrajectories(beam.PTransform):
             | "Validate against schema" >> beam.ParDo(ValidateFn()).with_exception_handling()
         )
         bad = (
-            bad_norm | "Describe normalize failures" >> beam.Map(_dead, "normalize"),
-            bad_valid | "Describe validation failures" >> beam.Map(_dead, "validate"),
+            bad_norm | "Describe normalize failures" >> beam.Map(describe_failure, "normalize"),
+            bad_valid | "Describe validation failures" >> beam.Map(describe_failure, "validate"),
         ) | "Flatten record failures" >> beam.Flatten()
         return {"trajectories": valid, "bad": bad}
 

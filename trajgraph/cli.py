@@ -17,6 +17,7 @@ USAGE = """trajgraph <command> [args]
 
 commands:
   ingest PATHS...        ingest agent logs into Neo4j (Apache Beam batch pipeline)
+  stream SOURCE          stream turn events from growing JSONL files (or - for stdin)
   why                    print the causal chain that led to a turn or state
   search "QUESTION"      evidence for a question: embedding seeds, then graph, keyword or code
   digest [ID]            a stable content hash of one trajectory, a tenant or the database
@@ -36,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("ingest", add_help=False)
+    sub.add_parser("stream", add_help=False)
 
     why = sub.add_parser("why", help="upstream causal chain of a turn or state")
     why.add_argument("--trajectory", required=True)
@@ -137,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipelines import ingest
 
             return ingest.main(argv[1:])
+        if argv and argv[0] == "stream":
+            from pipelines import stream
+
+            return stream.main(argv[1:])
         args = _parser().parse_args(argv)
         settings = settings_mod.load()
         return _dispatch(args, settings)
