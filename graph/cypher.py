@@ -440,3 +440,19 @@ WHERE $tenant IS NULL OR t.tenant = $tenant
 RETURN t.uid AS uid, t.tenant AS tenant, t.id AS id
 ORDER BY tenant, id
 """
+
+# Vectors already in the graph for nodes whose embedded text is unchanged: a rewrite of a
+# changed trajectory (every streamed turn causes one) re-embeds only what is new.
+EXISTING_EMBEDDINGS = """
+UNWIND $rows AS row
+CALL (row) {
+  MATCH (n:State {uid: row.uid})
+  WHERE n.text = row.text AND n.embedding IS NOT NULL
+  RETURN n
+  UNION
+  MATCH (n:Turn {uid: row.uid})
+  WHERE n.action = row.action AND n.observation = row.observation AND n.embedding IS NOT NULL
+  RETURN n
+}
+RETURN n.uid AS uid, n.embedding AS embedding
+"""

@@ -309,6 +309,13 @@ class EmbedRowsFn(beam.DoFn):
             return
         targets = [(r, state_text) for r in rows.rows["states"]]
         targets += [(r, turn_text) for r in rows.rows["turns"]]
+        if found:  # a changed trajectory: keep the vectors of nodes whose text did not change
+            reused = self._existing(targets)
+            for row, _ in targets:
+                if row["uid"] in reused:
+                    row["embedding"] = reused[row["uid"]]
+            _count("embeddings_reused", len(reused))
+            targets = [(row, text) for row, text in targets if "embedding" not in row]
         size = max(1, self._settings.batch_size)
         try:
             for i in range(0, len(targets), size):
@@ -334,6 +341,23 @@ class EmbedRowsFn(beam.DoFn):
             return
         _count("embedded", len(targets))
         yield rows
+
+    def _existing(self, targets: list[tuple[dict[str, Any], Any]]) -> dict[str, list[float]]:
+        from graph import cypher
+
+        probe = [
+            {
+                "uid": row["uid"],
+                "text": row["props"].get("text"),
+                "action": row["props"].get("action"),
+                "observation": row["props"].get("observation"),
+            }
+            for row, _ in targets
+        ]
+        records = self._driver.execute_query(
+            cypher.EXISTING_EMBEDDINGS, rows=probe, database_=self._neo.database
+        ).records
+        return {r["uid"]: list(r["embedding"]) for r in records}
 
     def teardown(self) -> None:
         if self._embedder is not None:
