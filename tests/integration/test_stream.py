@@ -156,3 +156,44 @@ def test_stream_source_must_exist(bad: str, neo4j_settings: Settings) -> None:
 
     with pytest.raises(InputError, match="not a directory"):
         stream.run([f"/nonexistent/{bad}"], settings=neo4j_settings)
+
+
+def test_stream_from_stdin(driver: Any, neo4j_settings: Settings, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    tenant = f"sin-{uuid.uuid4().hex[:6]}"
+    neo = neo4j_settings.neo4j
+    env = {
+        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
+        "NEO4J_URI": neo.uri,
+        "NEO4J_USER": neo.user,
+        "NEO4J_PASSWORD": neo.password,
+        "NEO4J_DATABASE": neo.database,
+        "TRAJGRAPH_TENANT": tenant,
+    }
+    events = [
+        {"trajectory_id": "piped", "idx": 1, "action": "cat a.txt", "observation": "hello"},
+        {"trajectory_id": "piped", "idx": 0, "action": "ls", "observation": "a.txt"},
+        {"trajectory_id": "piped", "type": "footer", "outcome": "done"},
+    ]
+    exe = Path(sys.executable).with_name("trajgraph")
+    try:
+        proc = subprocess.run(
+            [str(exe), "stream", "-", "--duration", "8", "--dead-letter", str(tmp_path / "dl")],
+            input="".join(json.dumps(e) + "\n" for e in events),
+            text=True,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        row = driver.execute_query(
+            "MATCH (t:Trajectory {tenant: $t, id: 'piped'}) RETURN t.turn_count AS n, "
+            "t.outcome AS outcome, t.source AS source",
+            t=tenant,
+        ).records[0]
+        assert (row["n"], row["outcome"], row["source"]) == (2, "done", "<stdin>")
+    finally:
+        governance.delete_tenant(driver, neo.database, tenant)
