@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import neo4j
 from neo4j.exceptions import AuthError, Neo4jError, ServiceUnavailable
 
@@ -26,3 +28,16 @@ def open_driver(neo: Neo4jSettings, *, verify: bool = True) -> neo4j.Driver:
     except (Neo4jError, ValueError) as e:
         raise GraphError(f"cannot connect to Neo4j at {neo.uri}: {e}") from e
     return driver
+
+
+def read(
+    driver: neo4j.Driver, database: str, statement: str, **params: Any
+) -> list[dict[str, Any]]:
+    """Rows of a read-only statement (routed to readers), as dicts; GraphError on failure."""
+    try:
+        records, _, _ = driver.execute_query(
+            statement, params, database_=database, routing_=neo4j.RoutingControl.READ
+        )
+    except Neo4jError as e:
+        raise GraphError(f"query failed: {e.message}") from e
+    return [r.data() for r in records]

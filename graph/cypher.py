@@ -256,25 +256,6 @@ LIMIT $k
 RETURN n.uid AS uid, score
 """
 
-NODES_BY_UID = """
-UNWIND $uids AS uid
-CALL (uid) {
-  MATCH (n:State {uid: uid}) RETURN n
-  UNION
-  MATCH (n:Turn {uid: uid}) RETURN n
-  UNION
-  MATCH (n:Object {uid: uid}) RETURN n
-}
-RETURN n.uid AS uid,
-       CASE WHEN n:Turn THEN 'turn' WHEN n:State THEN 'state' ELSE 'object' END AS kind,
-       n.trajectory_id AS trajectory_id,
-       coalesce(n.idx, n.turn, n.first_turn) AS turn,
-       n.action AS action, n.observation AS observation,
-       n.text AS text, n.subject AS subject, n.attribute AS attribute, n.value AS value,
-       n.name AS name, n.turns AS turns,
-       CASE WHEN n:State THEN NOT EXISTS { (:State)-[:SUPERSEDES]->(n) } ELSE null END AS current
-"""
-
 _SEEDS = """
 UNWIND $uids AS uid
 CALL (uid) {
@@ -285,6 +266,21 @@ CALL (uid) {
   MATCH (n:Object {uid: uid}) RETURN n
 }
 """
+
+NODES_BY_UID = (
+    _SEEDS
+    + """
+RETURN n.uid AS uid,
+       CASE WHEN n:Turn THEN 'turn' WHEN n:State THEN 'state' ELSE 'object' END AS kind,
+       n.trajectory_id AS trajectory_id,
+       coalesce(n.idx, n.turn, n.first_turn) AS turn,
+       n.action AS action, n.observation AS observation,
+       n.text AS text, n.subject AS subject, n.attribute AS attribute, n.value AS value,
+       n.name AS name, n.turns AS turns,
+       CASE WHEN n:State THEN NOT EXISTS { (:State)-[:SUPERSEDES]->(n) } ELSE null END AS current
+"""
+)
+
 
 # One hop per query: the engine walks breadth-first, so depth is a parameter and the frontier
 # is capped, instead of a variable-length pattern whose bound must be a literal.

@@ -15,6 +15,7 @@ from typing import Any
 import neo4j
 
 from graph import cypher, ids
+from graph.connection import read
 from trajgraph.errors import ConfigError
 
 # Where the data lives, not what it is.
@@ -24,10 +25,10 @@ VECTOR_DIGITS = 5
 
 def trajectory_digest(driver: neo4j.Driver, database: str, tenant: str, trajectory: str) -> str:
     uid = ids.trajectory_uid(tenant, trajectory)
-    nodes = _read(driver, database, cypher.DIGEST_NODES, uid=uid)
+    nodes = read(driver, database, cypher.DIGEST_NODES, uid=uid)
     if not nodes:
         raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
-    rels = _read(driver, database, cypher.DIGEST_RELATIONSHIPS, uid=uid)
+    rels = read(driver, database, cypher.DIGEST_RELATIONSHIPS, uid=uid)
     return _hash(nodes, rels)
 
 
@@ -35,7 +36,7 @@ def graph_digest(driver: neo4j.Driver, database: str, tenant: str | None = None)
     """One hash over every trajectory of one tenant (comparable across tenants: the tenant's
     name is not part of it), or of the whole database (tenant None: names included)."""
     h = hashlib.sha256()
-    for t in _read(driver, database, cypher.DIGEST_TRAJECTORIES, tenant=tenant):
+    for t in read(driver, database, cypher.DIGEST_TRAJECTORIES, tenant=tenant):
         scope = t["tenant"] if tenant is None else ""
         h.update(f"{scope}\x1f{t['id']}\x1f".encode())
         h.update(trajectory_digest(driver, database, t["tenant"], t["id"]).encode())
@@ -72,12 +73,3 @@ def _props(props: dict[str, Any]) -> dict[str, Any]:
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _read(
-    driver: neo4j.Driver, database: str, statement: str, **params: Any
-) -> list[dict[str, Any]]:
-    records, _, _ = driver.execute_query(
-        statement, params, database_=database, routing_=neo4j.RoutingControl.READ
-    )
-    return [r.data() for r in records]

@@ -8,12 +8,12 @@ includes it). Deletes run in batches so a large trajectory or tenant cannot exha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import neo4j
 from neo4j.exceptions import Neo4jError
 
 from graph import cypher
+from graph.connection import read
 from trajgraph.errors import ConfigError, GraphError
 
 BATCH = 10_000
@@ -26,14 +26,14 @@ class Deleted:
 
 
 def delete_trajectory(driver: neo4j.Driver, database: str, tenant: str, trajectory: str) -> Deleted:
-    rows = _read(driver, database, cypher.TRAJECTORY_BY_ID, tenant=tenant, id=trajectory)
+    rows = read(driver, database, cypher.TRAJECTORY_BY_ID, tenant=tenant, id=trajectory)
     if not rows:
         raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
     return _delete_all(driver, database, rows)
 
 
 def delete_source(driver: neo4j.Driver, database: str, tenant: str, source: str) -> Deleted:
-    rows = _read(driver, database, cypher.TRAJECTORIES_OF_SOURCE, tenant=tenant, source=source)
+    rows = read(driver, database, cypher.TRAJECTORIES_OF_SOURCE, tenant=tenant, source=source)
     if not rows:
         raise ConfigError(f"no trajectory from source {source!r} in tenant {tenant!r}")
     return _delete_all(driver, database, rows)
@@ -41,7 +41,7 @@ def delete_source(driver: neo4j.Driver, database: str, tenant: str, source: str)
 
 def delete_tenant(driver: neo4j.Driver, database: str, tenant: str) -> Deleted:
     out = Deleted()
-    rows = _read(driver, database, cypher.TENANT_TRAJECTORY_IDS, tenant=tenant)
+    rows = read(driver, database, cypher.TENANT_TRAJECTORY_IDS, tenant=tenant)
     out.trajectories = [r["id"] for r in rows]
     while n := _write(driver, database, cypher.DELETE_TENANT_BATCH, tenant=tenant, batch=BATCH):
         out.nodes += n
@@ -52,7 +52,7 @@ def _delete_all(driver: neo4j.Driver, database: str, rows: list[dict[str, str]])
     out = Deleted()
     for row in rows:
         uid = row["uid"]
-        identifiers = _read(driver, database, cypher.IDENTIFIERS_OF_TRAJECTORY, uid=uid)[0]["uids"]
+        identifiers = read(driver, database, cypher.IDENTIFIERS_OF_TRAJECTORY, uid=uid)[0]["uids"]
         while n := _write(driver, database, cypher.DELETE_TRAJECTORY_NODES, uid=uid, batch=BATCH):
             out.nodes += n
         out.nodes += _write(driver, database, cypher.DELETE_TRAJECTORY_NODE, uid=uid)
@@ -62,18 +62,6 @@ def _delete_all(driver: neo4j.Driver, database: str, rows: list[dict[str, str]])
             )
         out.trajectories.append(row["id"])
     return out
-
-
-def _read(
-    driver: neo4j.Driver, database: str, statement: str, **params: object
-) -> list[dict[str, Any]]:
-    try:
-        records, _, _ = driver.execute_query(
-            statement, params, database_=database, routing_=neo4j.RoutingControl.READ
-        )
-    except Neo4jError as e:
-        raise GraphError(f"delete failed: {e.message}") from e
-    return [r.data() for r in records]
 
 
 def _write(driver: neo4j.Driver, database: str, statement: str, **params: object) -> int:

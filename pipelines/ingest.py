@@ -205,6 +205,15 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
     return sorted(dict.fromkeys(found))
 
 
+def embedder_for(
+    flag: str | None, settings: settings_mod.Settings
+) -> settings_mod.EmbedderSettings | None:
+    """The embedder of ``--embedder`` (None for ``none``), else the configured one."""
+    if flag == "none":
+        return None
+    return dataclasses.replace(settings.embedder, kind=flag) if flag else settings.embedder
+
+
 def check_graph(
     neo: settings_mod.Neo4jSettings, embedder: settings_mod.EmbedderSettings | None
 ) -> None:
@@ -282,9 +291,7 @@ def run(
     if budget < 64:
         raise ConfigError(f"--budget must be at least 64 tokens, got {budget}")
     paths = expand_paths(args.paths)
-    embedder = None if args.embedder == "none" else settings.embedder
-    if embedder is not None and args.embedder:
-        embedder = dataclasses.replace(embedder, kind=args.embedder)
+    embedder = embedder_for(args.embedder, settings)
     check_graph(settings.neo4j, embedder)
     dl_dir = _dead_letter_dir(args.dead_letter, settings)
     dl_dir.mkdir(parents=True, exist_ok=True)

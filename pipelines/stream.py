@@ -8,7 +8,6 @@ know go to Beam. Runs until ``--duration`` seconds have passed, or until interru
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import sys
@@ -27,7 +26,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from extractors import EXTRACTORS, get_extractor, resolve
 from graph.embedders import embedder_name
 from pipelines import progress
-from pipelines.ingest import check_graph
+from pipelines.ingest import check_graph, embedder_for
 from pipelines.streaming import (
     READ_FAILURES,
     STDIN,
@@ -156,9 +155,7 @@ def run(
         raise ConfigError("--poll must be positive")
     extractor = resolve(args.extractor, settings.llm)
     get_extractor(extractor, llm=settings.llm)
-    embedder = None if args.embedder == "none" else settings.embedder
-    if embedder is not None and args.embedder:
-        embedder = dataclasses.replace(embedder, kind=args.embedder)
+    embedder = embedder_for(args.embedder, settings)
     check_graph(settings.neo4j, embedder)
     dl_dir = (
         Path(args.dead_letter)

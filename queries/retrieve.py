@@ -32,6 +32,7 @@ from graph.writer import embedding_space
 from pipelines.tokens import count_tokens, fit_head_tail
 from queries import router
 from trajgraph.errors import ConfigError, GraphError
+from trajgraph.settings import Settings
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -142,6 +143,12 @@ class Retriever:
                 "to match"
             )
         self._space_ok = space is not None
+
+    def close(self) -> None:
+        """Release the embedder and the LLM client (the driver belongs to the caller)."""
+        self.embedder.close()
+        if self.llm is not None:
+            self.llm.close()
 
     @property
     def has_vectors(self) -> bool:
@@ -548,3 +555,19 @@ def _block(e: Evidence, cap: int) -> str:
     head = f"[{e.trajectory_id} {where} · {e.kind} · {e.why}]\n"
     body, _ = fit_head_tail(e.text, max(8, cap - count_tokens(head)))
     return head + body
+
+
+def build_retriever(settings: Settings, driver: neo4j.Driver) -> Retriever:
+    """The engine as the configuration says: its embedder, and the LLM router when a model is
+    configured. The CLI, the HTTP API and the MCP server all build it here."""
+    from graph.embedders import get_embedder
+
+    llm = None
+    if settings.llm.configured:
+        from extractors.base import Stats
+        from extractors.llm_client import ChatClient
+
+        llm = ChatClient(settings.llm, Stats())
+    return Retriever(
+        driver, database=settings.neo4j.database, embedder=get_embedder(settings.embedder), llm=llm
+    )

@@ -10,7 +10,6 @@ message, never a stack trace.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from queries.retrieve import MAX_BUDGET, MAX_DEPTH, MAX_K
+from trajgraph.auth import tenant_for
 from trajgraph.errors import ConfigError, GraphError, TrajgraphError
 from trajgraph.settings import Settings
 
@@ -61,16 +61,10 @@ class RetrieveBody(BaseModel):
 
 def tenant_of(request: Request) -> str:
     """The caller's tenant, from its bearer API key; 401 otherwise."""
-    auth = request.headers.get("authorization", "")
-    scheme, _, token = auth.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(401, "unauthorized", "send Authorization: Bearer <API key>")
-    keys: dict[str, str] = request.app.state.api_keys
-    for key, tenant in keys.items():
-        # Constant-time comparison: response timing must not leak key prefixes.
-        if hmac.compare_digest(key.encode(), token.strip().encode()):
-            return tenant
-    raise ApiError(401, "unauthorized", "unknown API key")
+    tenant = tenant_for(request.headers.get("authorization", ""), request.app.state.api_keys)
+    if tenant is None:
+        raise ApiError(401, "unauthorized", "send Authorization: Bearer <a valid API key>")
+    return tenant
 
 
 Tenant = Annotated[str, Depends(tenant_of)]
@@ -101,7 +95,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         finally:
             if owned:
                 app.state.services.driver.close()
-                app.state.services.retriever.embedder.close()
+                app.state.services.retriever.close()
 
     app = FastAPI(
         title="trajgraph",
@@ -219,19 +213,13 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
             raise ApiError(404, "not_found", f"no trajectory {trajectory!r}")
         return rows[0]
 
-    @app.get("/v1/trajectories/{trajectory}/why", tags=["trajectories"])
-    async def why(
-        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
-        tenant: Tenant,
-        request: Request,
-        turn: int = Query(ge=0, le=10_000_000),
-        depth: int = Query(default=3, ge=1, le=MAX_DEPTH),
-    ) -> dict[str, Any]:
-        """The upstream causal chain of a turn, time-ordered."""
+    async def chain_of(
+        request: Request, tenant: str, trajectory: str, turn: int, depth: int
+    ) -> list[dict[str, Any]]:
         from queries.why import why_chain
 
         s = svc(request)
-        chain = await _bounded(
+        return await _bounded(
             lambda: why_chain(
                 s.driver,
                 database=s.settings.neo4j.database,
@@ -241,6 +229,17 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
                 depth=depth,
             )
         )
+
+    @app.get("/v1/trajectories/{trajectory}/why", tags=["trajectories"])
+    async def why(
+        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
+        tenant: Tenant,
+        request: Request,
+        turn: int = Query(ge=0, le=10_000_000),
+        depth: int = Query(default=3, ge=1, le=MAX_DEPTH),
+    ) -> dict[str, Any]:
+        """The upstream causal chain of a turn, time-ordered."""
+        chain = await chain_of(request, tenant, trajectory, turn, depth)
         return {"trajectory": trajectory, "turn": turn, "depth": depth, "chain": chain}
 
     @app.get("/v1/trajectories/{trajectory}/why.html", tags=["trajectories"])
@@ -252,20 +251,9 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         depth: int = Query(default=3, ge=1, le=MAX_DEPTH),
     ) -> HTMLResponse:
         """The why-chain drawn as a graph: one self-contained page, no external assets."""
-        from queries.why import why_chain
         from queries.why_render import render_html
 
-        s = svc(request)
-        chain = await _bounded(
-            lambda: why_chain(
-                s.driver,
-                database=s.settings.neo4j.database,
-                tenant=tenant,
-                trajectory=trajectory,
-                turn=turn,
-                depth=depth,
-            )
-        )
+        chain = await chain_of(request, tenant, trajectory, turn, depth)
         page = render_html(chain, trajectory=trajectory, target=f"turn {turn}", depth=depth)
         return HTMLResponse(
             page,
@@ -304,20 +292,10 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 def _build_services(settings: Settings) -> Services:
     from graph.connection import open_driver
-    from graph.embedders import get_embedder
-    from queries.retrieve import Retriever
+    from queries.retrieve import build_retriever
 
     driver = open_driver(settings.neo4j)
-    llm = None
-    if settings.llm.configured:
-        from extractors.base import Stats
-        from extractors.llm_client import ChatClient
-
-        llm = ChatClient(settings.llm, Stats())
-    retriever = Retriever(
-        driver, database=settings.neo4j.database, embedder=get_embedder(settings.embedder), llm=llm
-    )
-    return Services(settings, driver, retriever)
+    return Services(settings, driver, build_retriever(settings, driver))
 
 
 def serve(settings: Settings, *, host: str, port: int) -> None:

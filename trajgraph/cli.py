@@ -263,21 +263,12 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     from graph.connection import open_driver
-    from graph.embedders import get_embedder
-    from queries.retrieve import Retriever
+    from queries.retrieve import build_retriever
 
     driver = open_driver(settings.neo4j)
-    embedder = get_embedder(settings.embedder)
-    llm = None
-    if settings.llm.configured:
-        from extractors.base import Stats
-        from extractors.llm_client import ChatClient
-
-        llm = ChatClient(settings.llm, Stats())
+    engine = build_retriever(settings, driver)
     try:
-        result = Retriever(
-            driver, database=settings.neo4j.database, embedder=embedder, llm=llm
-        ).retrieve(
+        result = engine.retrieve(
             args.question,
             tenant=args.tenant or settings.tenant,
             trajectory=args.trajectory,
@@ -289,10 +280,8 @@ def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
             cypher_query=args.cypher,
         )
     finally:
-        embedder.close()
+        engine.close()
         driver.close()
-        if llm is not None:
-            llm.close()
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
         return 0

@@ -11,7 +11,6 @@ Two transports:
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -21,6 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from queries.retrieve import MAX_BUDGET, MAX_DEPTH, MAX_K, Retriever
+from trajgraph.auth import tenant_for
 from trajgraph.errors import ConfigError, TrajgraphError
 from trajgraph.settings import Settings
 
@@ -42,7 +42,7 @@ def build_server(settings: Settings, retriever: Retriever, *, stdio_tenant: str)
         headers = ctx.headers
         if headers is None:  # stdio: the local process is the caller
             return stdio_tenant
-        return tenant_for(headers.get("authorization", ""), keys)
+        return tenant_of_header(headers.get("authorization", ""), keys)
 
     async def call(fn: Callable[[], Any]) -> Any:
         try:
@@ -140,14 +140,11 @@ def build_server(settings: Settings, retriever: Retriever, *, stdio_tenant: str)
     return mcp
 
 
-def tenant_for(authorization: str, keys: dict[str, str]) -> str:
-    scheme, _, token = authorization.partition(" ")
-    token = token.strip()
-    if scheme.lower() == "bearer" and token:
-        for key, tenant in keys.items():
-            if hmac.compare_digest(key.encode(), token.encode()):
-                return tenant
-    raise ToolError("unauthorized: send Authorization: Bearer <API key>")
+def tenant_of_header(authorization: str, keys: dict[str, str]) -> str:
+    tenant = tenant_for(authorization, keys)
+    if tenant is None:
+        raise ToolError("unauthorized: send Authorization: Bearer <API key>")
+    return tenant
 
 
 def _compact(result: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +176,7 @@ class RequireBearer:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
             try:
-                tenant_for(headers.get("authorization", ""), self.keys)
+                tenant_of_header(headers.get("authorization", ""), self.keys)
             except ToolError as e:
                 body = json.dumps({"error": {"code": "unauthorized", "message": str(e)}}).encode()
                 await send(
@@ -196,12 +193,10 @@ class RequireBearer:
 
 def run(settings: Settings, *, transport: str, host: str, port: int, tenant: str) -> None:
     from graph.connection import open_driver
-    from graph.embedders import get_embedder
+    from queries.retrieve import build_retriever
 
     driver = open_driver(settings.neo4j)
-    retriever = Retriever(
-        driver, database=settings.neo4j.database, embedder=get_embedder(settings.embedder)
-    )
+    retriever = build_retriever(settings, driver)
     server = build_server(settings, retriever, stdio_tenant=tenant)
     try:
         if transport == "stdio":
@@ -214,4 +209,5 @@ def run(settings: Settings, *, transport: str, host: str, port: int, tenant: str
         app = RequireBearer(server.streamable_http_app(), dict(settings.api_keys))
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
+        retriever.close()
         driver.close()

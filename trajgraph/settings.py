@@ -6,11 +6,14 @@ Everything below the CLI receives a Settings (or the pieces it needs) as argumen
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from trajgraph.errors import ConfigError
+
+T = TypeVar("T")
 
 DEFAULT_NEO4J_VERSION = "5.26.30"
 
@@ -107,14 +110,20 @@ class Settings:
         return replace(self, neo4j=replace(self.neo4j, **changes))  # type: ignore[arg-type]
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _parsed(
+    env: Mapping[str, str], name: str, default: T, parse: Callable[[str], T], what: str
+) -> T:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        return parse(raw)
     except ValueError as e:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from e
+        raise ConfigError(f"{name} must be {what}, got {raw!r}") from e
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    return _parsed(env, name, default, int, "an integer")
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:
@@ -160,13 +169,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as e:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from e
+    return _parsed(env, name, default, float, "a number")
 
 
 def _llm(env: Mapping[str, str]) -> LLMSettings:

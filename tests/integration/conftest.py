@@ -17,11 +17,10 @@ import neo4j
 import pytest
 from neo4j.exceptions import AuthError, ServiceUnavailable
 
-from graph import local_server
+from graph import governance, local_server
 from trajgraph.settings import LLMSettings, Settings, load
 
 HERE = Path(__file__).resolve().parent
-DELETE_BATCH = 10_000
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -67,13 +66,4 @@ def tenant(driver: neo4j.Driver, neo4j_settings: Settings) -> Iterator[str]:
     """A fresh tenant name per test; its nodes are deleted afterwards (the db is shared)."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     yield name
-    database = neo4j_settings.neo4j.database
-    while True:
-        records, _, _ = driver.execute_query(
-            "MATCH (n {tenant: $tenant}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS n",
-            tenant=name,
-            batch=DELETE_BATCH,
-            database_=database,
-        )
-        if records[0]["n"] == 0:
-            break
+    governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import uvicorn
 
+from graph import governance
 from pipelines import ingest
 from trajgraph.api import MAX_BODY_BYTES, create_app
 from trajgraph.settings import Settings
@@ -87,13 +88,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _cleanup(driver: Any, tenant: str) -> None:
-    while driver.execute_query(
-        "MATCH (n {tenant: $t}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n", t=tenant
-    ).records[0]["n"]:
-        pass
-
-
 @pytest.fixture(scope="module")
 def api(driver: Any, neo4j_settings: Settings, tmp_path_factory: Any) -> Iterator[Api]:
     a, b = f"api-a-{uuid.uuid4().hex[:6]}", f"api-b-{uuid.uuid4().hex[:6]}"
@@ -124,8 +118,8 @@ def api(driver: Any, neo4j_settings: Settings, tmp_path_factory: Any) -> Iterato
     finally:
         server.should_exit = True
         thread.join(timeout=10)
-        _cleanup(driver, a)
-        _cleanup(driver, b)
+        for tenant in (a, b):
+            governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
 
 
 def test_probes_and_openapi(api: Api) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import neo4j
 import pytest
 
+from graph import governance
 from pipelines import ingest
 from queries import library
 from trajgraph.settings import Settings
@@ -159,14 +160,7 @@ def lib(
         assert summary.ingested == len(REAL_IDS) + 2
         yield Lib(driver, database, tenant)
     finally:
-        while True:
-            records, _, _ = driver.execute_query(
-                "MATCH (n {tenant: $t}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n",
-                t=tenant,
-                database_=database,
-            )
-            if records[0]["n"] == 0:
-                break
+        governance.delete_tenant(driver, database, tenant)
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
+from graph import governance
 from graph.embedders import get_embedder
 from pipelines import ingest
 from queries.retrieve import Retriever
@@ -60,10 +61,7 @@ def mcp_tenant(driver: Any, neo4j_settings: Settings, tmp_path_factory: Any) -> 
     )
     assert s.ingested == 1
     yield tenant
-    while driver.execute_query(
-        "MATCH (n {tenant: $t}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n", t=tenant
-    ).records[0]["n"]:
-        pass
+    governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
 
 
 def _payload(result: Any) -> Any:

@@ -13,6 +13,7 @@ import pytest
 
 from extractors.base import Stats
 from extractors.llm_client import ChatClient
+from graph import governance
 from graph.embedders import HashEmbedder, LocalEmbedder
 from pipelines import ingest
 from pipelines.adapters import normalize, split_records
@@ -55,10 +56,7 @@ def corpus(
     summary = ingest.run([*argv, "--dead-letter", str(tmp / "dl")], settings=neo4j_settings)
     assert summary.balanced and summary.dead_lettered == 0
     yield tenant
-    while driver.execute_query(
-        "MATCH (n {tenant: $t}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n", t=tenant
-    ).records[0]["n"]:
-        pass
+    governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
 
 
 @pytest.fixture(scope="module")
