@@ -47,6 +47,16 @@ _VIEWER_WORDS = (
     "scroll_down search_file search_dir find_file diff git"
 )
 _VIEWERS = frozenset(_VIEWER_WORDS.split())
+_FILE_VIEWERS = frozenset(("cat", "head", "less", "more", "bat"))
+# Files whose key=value lines are settings (a source file's "x = 1" is not).
+_SETTINGS_FILE = re.compile(
+    r"(?:\.(?:ini|cfg|conf|env|properties|toml|ya?ml)|(?:^|/)\.env(?:\.\w+)?)$", re.IGNORECASE
+)
+_SETTING = re.compile(r"^([A-Za-z_][\w.-]{0,48})\s*[=:]\s*(\S[^\n]{0,150})$")
+_ECHO_SETTING = re.compile(
+    r"\becho\s+['\"]?([A-Za-z_][\w.-]{0,48})=([^'\"\s]{1,150})['\"]?\s*>>?\s*(\S+)"
+)
+MAX_FILE_SETTINGS = 40  # settings shown by one `cat FILE`
 MAX_VALUE_CHARS = 200
 MAX_SUBJECT_CHARS = 80
 FALLBACK_SUBJECT = "action"  # an empty action has no command to be the subject
@@ -209,7 +219,10 @@ def _state_drafts(window: Window) -> list[_Draft]:
     drafts.extend(_statuses(obs, cmd))
     if not errors and exit_code in (None, "0"):
         drafts.extend(_file_changes(action, obs))  # a failed edit changed nothing
-    drafts.extend(_value_changes(prev, obs))
+    shown = _shown_file(action)
+    drafts.extend(_value_changes(prev, obs, shown))
+    if not errors and exit_code in (None, "0"):
+        drafts.extend(_settings_written(action))
     if not any(d.kind == "file_changed" for d in drafts):
         drafts.extend(_output(obs, cmd, action))
     if not errors:  # an error report is not a new version of the previous list
@@ -398,17 +411,53 @@ def _output(obs: str, cmd: str, action: str) -> list[_Draft]:
     return [_Draft("status", cmd, "output", truncate_words(lines[-1], MAX_VALUE_CHARS))]
 
 
-def _value_changes(prev: str, obs: str) -> list[_Draft]:
+def _value_changes(prev: str, obs: str, shown: str | None = None) -> list[_Draft]:
+    """Changed ``key=value`` / ``key: value`` / JSON fields. Shown by ``cat FILE``, they are
+    FILE's settings (subject FILE, attribute key), so the same key in two files keeps two
+    histories; otherwise the key is the subject."""
     if ":" not in obs and "=" not in obs:
         return []
     before = _first_values(_fields(prev)) if prev else {}
     out: list[_Draft] = []
     for key, value in _first_values(_fields(obs)).items():
         if before.get(key) != value:
-            out.append(_Draft("value", key, "value", value))
-            if len(out) >= MAX_VALUES:
+            draft = (
+                _Draft("value", shown, key, value)
+                if shown
+                else _Draft("value", key, "value", value)
+            )
+            out.append(draft)
+            if len(out) >= (MAX_VALUES if not shown else MAX_FILE_SETTINGS):
                 break
     return out
+
+
+def _shown_file(action: str) -> str | None:
+    """The one file a plain ``cat FILE`` (or head/less/more) prints, else None."""
+    line, _ = command_line_span(action)
+    words = line.split()
+    if len(words) == 2 and words[0] in _FILE_VIEWERS and _PATHISH.match(words[1]):
+        return words[1] if _SETTINGS_FILE.search(words[1]) else None
+    return None
+
+
+def _settings_written(action: str) -> Iterator[_Draft]:
+    """``sed -i 's/^key=.*/key=value/' FILE`` and ``echo 'key=value' >> FILE`` set one
+    setting of a settings file: the same (FILE, key) history that ``cat FILE`` starts."""
+    line, _ = command_line_span(action)
+    sed = _SED_INPLACE.search(line)
+    if sed is not None:
+        segment = line[sed.start() : _unquoted_separator(line, sed.end())]
+        target = segment.split()[-1]
+        subst = _SED_SUBST.search(segment)
+        if subst and _SETTINGS_FILE.search(target):
+            kv = _SETTING.match(subst.group(3).strip())
+            if kv:
+                yield _Draft("value", target, kv.group(1), kv.group(2))
+        return
+    echo = _ECHO_SETTING.search(line)
+    if echo and _SETTINGS_FILE.search(echo.group(3)):
+        yield _Draft("value", echo.group(3), echo.group(1), echo.group(2))
 
 
 def _content_lines(text: str) -> list[str]:

@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -64,7 +66,8 @@ def merge(
     generic = {n for n, o in objects.items() if o.kind == "command" and " " not in n}
     _cross_window_causes(states, edges, sorted(set(turn_ids)), actions, generic)
     supersedes = _supersedes(states)
-    _changed_result_causes(states, supersedes, objects, edges)
+    _changed_result_causes(states, supersedes, objects, edges, actions)
+    _quoted_edit_causes(states, edges)
 
     return TrajectoryExtraction(
         states=states,
@@ -76,6 +79,8 @@ def merge(
 
 
 MAX_EDITS_PER_CHANGE = 5
+MAX_QUOTED_EDITS = 2
+_TOKEN = re.compile(r"[\w][\w./:=+-]*[\w]")
 
 
 def _changed_result_causes(
@@ -83,12 +88,23 @@ def _changed_result_causes(
     supersedes: list[SupersedesItem],
     objects: dict[str, ObjectItem],
     edges: _Edges,
+    actions: dict[int, str],
 ) -> None:
     """A re-run whose result differs from the earlier run (exit 1 → 0, another error) was
     changed by the edits made in between, to files the trajectory had already touched by the
-    earlier run. The re-run itself rarely names the file, so identifier reuse misses this."""
+    earlier run. The re-run itself rarely names the file, so identifier reuse misses this.
+
+    "In between" starts at the last earlier run of the same action, not at the older state
+    (which may come from another command that reported the same kind of error): what changed
+    the result is what changed since that run. When the new result quotes what an edit wrote
+    (``got pool_size=12`` after the edit that wrote ``pool_size=12``), only the quoted edits
+    are linked: they are the explanation; otherwise the last few edits are."""
     by_key = {s.key: s for s in states}
     edits = [s for s in states if s.kind == "file_changed"]
+    runs_of: dict[str, list[int]] = defaultdict(list)
+    for t in sorted(actions):
+        if actions[t].strip():
+            runs_of[actions[t].strip()].append(t)
     for sup in supersedes:
         newer = by_key.get(sup.newer.removeprefix("state:"))
         older = by_key.get(sup.older.removeprefix("state:"))
@@ -96,21 +112,79 @@ def _changed_result_causes(
             continue
         if newer.kind in _LIST_KINDS or newer.kind == "file_changed":
             continue
+        # The last earlier run of the same action is the baseline the result changed from;
+        # an action run for the first time compares with the older state's turn.
+        runs = runs_of.get(actions.get(newer.turn, "").strip(), [])
+        i = bisect_left(runs, newer.turn)
+        start = runs[i - 1] if i > 0 else older.turn
         between = [
             e
             for e in edits
-            if older.turn < e.turn < newer.turn
+            if start < e.turn < newer.turn
             and (obj := objects.get(e.subject)) is not None
             and min(obj.turns, default=newer.turn) <= older.turn
         ]
-        for e in between[-MAX_EDITS_PER_CHANGE:]:
+        quoted = [e for e in between if _quotes_edit(newer, older, e)]
+        for e in quoted or between[-MAX_EDITS_PER_CHANGE:]:
+            how = f"quotes `{e.value}` written by the edit" if quoted else "changed"
             edges.add_cause(
                 f"state:{e.key}",
                 f"state:{newer.key}",
                 [e.turn, newer.turn],
-                f"edit of `{e.subject}` between turn {older.turn} and turn {newer.turn} "
-                f"changed {newer.attribute} from {older.value!r} to {newer.value!r}",
+                f"edit of `{e.subject}` between turn {start} and turn {newer.turn} "
+                f"{how}: {newer.attribute} from {older.value!r} to {newer.value!r}",
             )
+
+
+def _quoted_edit_causes(states: list[StateItem], edges: _Edges) -> None:
+    """An error that quotes what an earlier edit wrote (``got pool_size=12`` after the edit
+    that wrote ``pool_size=12``) was caused by the latest such edit, however many turns and
+    other edits lie in between, and even on the first run of the failing command."""
+    written: dict[str, list[tuple[int, StateItem]]] = defaultdict(list)
+    for e in sorted((s for s in states if s.kind == "file_changed"), key=lambda s: s.turn):
+        for part in _distinctive(e.value):
+            written[part].append((e.turn, e))
+    if not written:
+        return
+    for s in states:
+        if s.kind != "error":
+            continue
+        latest: dict[str, StateItem] = {}
+        for token in set(_TOKEN.findall(f"{s.value}\n{s.text}")):
+            history = written.get(token)
+            if not history:
+                continue
+            i = bisect_right([t for t, _ in history], s.turn - 1)
+            if i:
+                latest[token] = history[i - 1][1]
+        for part, e in sorted(latest.items(), key=lambda kv: -kv[1].turn)[:MAX_QUOTED_EDITS]:
+            edges.add_cause(
+                f"state:{e.key}",
+                f"state:{s.key}",
+                [e.turn, s.turn],
+                f"the error quotes `{part}`, written by the edit of `{e.subject}` at turn {e.turn}",
+            )
+
+
+def _distinctive(text: str) -> list[str]:
+    """Parts of an edit worth matching verbatim: ``key=value``, paths, numbers with letters;
+    not plain words, which any later message may contain."""
+    return [
+        p
+        for p in _TOKEN.findall(text)[:20]
+        if len(p) >= 4 and any(c.isalnum() for c in p) and any(c in "=/." or c.isdigit() for c in p)
+    ]
+
+
+def _quotes_edit(result: StateItem, older: StateItem, edit: StateItem) -> bool:
+    """The new result names a distinctive part the edit wrote (``key=value``, a number or
+    identifier of 4+ characters) that the older result did not name."""
+
+    def names(s: StateItem, part: str) -> bool:
+        return occurs(part, s.value) or occurs(part, s.text)
+
+    parts = [p for p in edit.value.split() if len(p) >= 4 and any(c.isalnum() for c in p)]
+    return any(names(result, p) and not names(older, p) for p in parts[:20])
 
 
 def _sorted_windows(windows: list[WindowExtraction]) -> list[WindowExtraction]:

@@ -43,20 +43,27 @@ MAX_K = 50
 MAX_BUDGET = 32_000
 FRONTIER_CAP = 200  # nodes expanded per hop: a hub must not turn a question into a graph dump
 FETCH_FACTOR = 20  # vector over-fetch before the tenant filter
+FULLTEXT_FETCH = 1000  # full-text hits fetched before the tenant filter; grown when crowded
+FULLTEXT_FETCH_MAX = 100_000
+VECTOR_FETCH_MAX = 10_000
 CYPHER_TIMEOUT_S = 5.0
 MAX_CYPHER_ROWS = 1000
+MAX_NAMED = 4  # turns named in a question ("at turn 412") taken as seeds
+_NAMED_TURN = re.compile(r"\bturns?\s+#?(\d{1,7})\b", re.IGNORECASE)
 ITEM_SHARE = 1 / 3  # no single item takes more than this share of the budget
 
 # Order in which items earn budget when not everything fits.
 _PRIORITY = {
     "code": 0,
-    "identifier": 1,
-    "current": 2,
-    "seed": 3,
-    "hop": 4,
-    "keyword": 5,
-    "superseded": 6,
-    "assoc": 7,
+    "anchor": 1,  # the turn a question names, and what it produced
+    "anchor_hop": 2,  # causes and effects of that turn
+    "current": 3,  # asked for a current value: the answer itself, and small
+    "identifier": 4,
+    "seed": 5,
+    "hop": 6,
+    "keyword": 7,
+    "superseded": 8,
+    "assoc": 9,
 }
 
 
@@ -185,6 +192,11 @@ class _Run:
         route = f"mode {mode}"
         scope = {"tenant": tenant, "trajectory": trajectory, "tuid": tuid}
 
+        anchors = (
+            self._named_turns(question, tenant, trajectory or "", found)
+            if tuid and mode in ("auto", "graph")
+            else []
+        )
         if mode in ("auto", "embedding", "graph"):
             if self._engine.has_vectors:
                 self._seeds(question, scope, k, found)
@@ -218,7 +230,10 @@ class _Run:
                 decided.reason,
             )
         if "graph" in decided.tools:
-            self._graph(list(found), decided.directions, depth, found)
+            # A named turn says which event the question is about: traverse from it alone,
+            # not from look-alike events that similarity also found.
+            seeds = anchors or list(found)
+            self._graph(seeds, decided.directions, depth, found, "anchor_hop" if anchors else "hop")
             tools.append("graph")
         if "keyword" in decided.tools:
             counts.update(self._keyword(question, decided.identifiers, scope, k, found))
@@ -241,17 +256,41 @@ class _Run:
         else:
             rows = []
             for index in cypher.VECTOR_INDEXES:
-                rows += self._read(
-                    cypher.VECTOR_TOP_K,
-                    index=index,
-                    fetch=min(k * FETCH_FACTOR, 10_000),
-                    vector=vector,
-                    tenant=scope["tenant"],
-                    k=k,
-                )
+                # The index spans tenants: when other tenants' nodes crowd ours out of the
+                # over-fetch, fetch more (up to the cap) before settling for fewer than k.
+                fetch = min(k * FETCH_FACTOR, VECTOR_FETCH_MAX)
+                while True:
+                    got = self._read(
+                        cypher.VECTOR_TOP_K,
+                        index=index,
+                        fetch=fetch,
+                        vector=vector,
+                        tenant=scope["tenant"],
+                        k=k,
+                    )
+                    if len(got) >= k or fetch >= VECTOR_FETCH_MAX:
+                        break
+                    fetch = min(fetch * 10, VECTOR_FETCH_MAX)
+                rows += got
             rows = sorted(rows, key=lambda r: -r["score"])[:k]
         for r in rows:
             _add(found, r["uid"], "seed", f"seed (similarity {r['score']:.2f})", r["score"])
+
+    def _named_turns(
+        self, question: str, tenant: str, trajectory: str, found: dict[str, Evidence]
+    ) -> list[str]:
+        """ "Why did X fail at turn 412?": the turn the question names, and what it produced,
+        are better seeds than anything similarity finds (a long run has many look-alikes)."""
+        idxs = list(dict.fromkeys(int(m) for m in _NAMED_TURN.findall(question)))[:MAX_NAMED]
+        if not idxs:
+            return []
+        uids = [ids.turn_uid(tenant, trajectory, i) for i in idxs]
+        states = [r["uid"] for r in self._read(cypher.STATES_AT_TURNS, uids=uids)]
+        for uid in uids:  # one that does not exist stays pending and is dropped
+            _add(found, uid, "anchor", "the turn the question names", 1.0)
+        for uid in states:
+            _add(found, uid, "anchor", "a result of the turn the question names", 1.0)
+        return states + uids
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -272,6 +311,7 @@ class _Run:
         directions: Sequence[str],
         depth: int,
         found: dict[str, Evidence],
+        source: str = "hop",
     ) -> None:
         for direction in directions:
             if direction == "history":
@@ -295,7 +335,7 @@ class _Run:
                     seen.add(r["uid"])
                     nxt.append(r["uid"])
                     why = f"hop {hop} {direction}" + (f": {r['reason']}" if r["reason"] else "")
-                    _add(found, r["uid"], "hop", why, 1.0 / (hop + 1))
+                    _add(found, r["uid"], source, why, 1.0 / (hop + 1))
                 frontier = nxt
         for r in self._read(cypher.ASSOCIATED_HOP, uids=list(seeds)[:FRONTIER_CAP]):
             _add(found, r["uid"], "assoc", "associated with a seed", 0.3)
@@ -320,14 +360,7 @@ class _Run:
         if query:
             hits: list[dict[str, Any]] = []
             for index in ("turn_text", "state_text"):
-                hits += self._read(
-                    cypher.FULLTEXT_HITS,
-                    index=index,
-                    query=query,
-                    fetch=1000,
-                    tenant=scope["tenant"],
-                    trajectory=scope["trajectory"],
-                )
+                hits += self._fulltext(index, query, scope, k)
             per_trajectory: dict[str, int] = {}
             for h in hits:
                 per_trajectory[h["trajectory_id"]] = per_trajectory.get(h["trajectory_id"], 0) + 1
@@ -351,6 +384,26 @@ class _Run:
             for r in rows[: max(k, 1)]:
                 _add(found, r["uid"], "identifier", f"identifier `{name}` appears here", 1.0)
         return counts
+
+    def _fulltext(
+        self, index: str, query: str, scope: dict[str, Any], k: int
+    ) -> list[dict[str, Any]]:
+        """Hits in this tenant (and trajectory). The index is shared by all tenants, so when
+        other tenants' hits fill a fetch and fewer than ``k`` of ours are in it, fetch more."""
+        fetch = FULLTEXT_FETCH
+        while True:
+            (row,) = self._read(
+                cypher.FULLTEXT_HITS,
+                index=index,
+                query=query,
+                fetch=fetch,
+                tenant=scope["tenant"],
+                trajectory=scope["trajectory"],
+            )
+            hits: list[dict[str, Any]] = row["hits"]
+            if row["raw"] < fetch or len(hits) >= k or fetch >= FULLTEXT_FETCH_MAX:
+                return hits
+            fetch *= 10
 
     # -- code -------------------------------------------------------------------------------
 
@@ -535,7 +588,7 @@ def _escape(text: str) -> str:
 def render_context(items: Sequence[Evidence], budget_tokens: int) -> tuple[str, int]:
     """Items by priority into the budget (each capped at ITEM_SHARE of it), printed by turn."""
     cap = max(16, int(budget_tokens * ITEM_SHARE))
-    ranked = sorted(items, key=lambda e: (_PRIORITY.get(e.source, 9), -e.score))
+    ranked = sorted(items, key=lambda e: (_PRIORITY.get(e.source, 99), -e.score))
     chosen: list[tuple[Evidence, str]] = []
     used = 0
     for e in ranked:

@@ -134,11 +134,15 @@ def test_current_value_wins_over_the_superseded_one(engine: Retriever, corpus: s
         trajectory="synthetic-retries",
         budget_tokens=300,
     )
-    retries = [e for e in r.items if e.kind == "state" and e.text.startswith("`retries` value")]
+    # A setting shown by `cat config.yaml` or written by `sed -i` is config.yaml's.
+    retries = [
+        e for e in r.items if e.kind == "state" and e.text.startswith("`config.yaml` retries")
+    ]
     current = [e for e in retries if e.current]
-    assert [e.text for e in current] == ["`retries` value = 5 (turn 3)"]
+    assert [e.text for e in current] == ["`config.yaml` retries = 5 (turn 3)"]
+    assert {e.text for e in retries if not e.current} >= {"`config.yaml` retries = 3 (turn 0)"}
     assert all(e.why.startswith("earlier value") for e in retries if not e.current)
-    assert "`retries` value = 5" in r.context
+    assert "`config.yaml` retries = 5" in r.context
 
 
 def test_identifiers_come_back_verbatim_with_counts(engine: Retriever, corpus: str) -> None:

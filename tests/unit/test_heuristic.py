@@ -419,9 +419,25 @@ def test_json_fields_new_or_changed_only() -> None:
 
 
 def test_key_value_lines() -> None:
-    ext = EX.extract(window("cat .env", "DEBUG=true\nPORT=8080\n", prev="DEBUG=false\nPORT=8080\n"))
+    ext = EX.extract(window("echo", "DEBUG=true\nPORT=8080\n", prev="DEBUG=false\nPORT=8080\n"))
     assert ("value", "DEBUG", "value", "true") in states_of(ext)
     assert all(s.subject != "PORT" for s in ext.states)
+
+
+def test_settings_files_keep_one_history_per_file_and_key() -> None:
+    shown = EX.extract(
+        window("cat .env", "DEBUG=true\nPORT=8080\n", prev="DEBUG=false\nPORT=8080\n")
+    )
+    assert states_of(shown) == [("value", ".env", "DEBUG", "true")]  # PORT did not change
+    sed = EX.extract(window("sed -i 's/^retries=.*/retries=7/' config.ini", ""))
+    assert ("value", "config.ini", "retries", "7") in states_of(sed)
+    assert ("file_changed", "config.ini", "content", "retries=7") in states_of(sed)
+    other = EX.extract(window("sed -i 's/^retries=.*/retries=3/' deploy/staging.ini", ""))
+    assert ("value", "deploy/staging.ini", "retries", "3") in states_of(other)
+    echo = EX.extract(window("echo 'timeout=30' >> config.ini", ""))
+    assert ("value", "config.ini", "timeout", "30") in states_of(echo)
+    source = EX.extract(window("sed -i 's/^x=.*/x=2/' app.py", ""))
+    assert all(s.kind != "value" for s in source.states)  # x = 2 in code is not a setting
 
 
 def test_list_lines_added_and_removed() -> None:

@@ -321,3 +321,53 @@ def test_an_edit_between_two_runs_causes_the_changed_result() -> None:
     assert [(e.kind, e.subject, e.turn, r.kind, r.value, r.turn) for e, r in changed] == [
         ("file_changed", "src/calc.py", 3, "exit_code", "0", 5)
     ]
+
+
+def _state_causes(traj: dict) -> list[tuple[int, str, int, str]]:
+    merged = merge(traj["turns"], _extract(traj))
+    by_key = {s.key: s for s in merged.states}
+    out: list[tuple[int, str, int, str]] = []
+    for c in merged.causes:
+        if c.src.startswith("state:") and c.dst.startswith("state:"):
+            src, dst = by_key[c.src[6:]], by_key[c.dst[6:]]
+            out.append((src.turn, src.kind, dst.turn, dst.kind))
+    return out
+
+
+FAIL = "FAILED tests/test_pool.py::test_pool - AssertionError: expected pool=8, got pool={v}"
+
+
+def _pool_turns(*steps: tuple[str, str]) -> dict:
+    return {
+        "id": "pool",
+        "task": "fix the pool",
+        "turns": [{"idx": i, "action": a, "observation": o} for i, (a, o) in enumerate(steps)],
+    }
+
+
+def test_an_error_that_quotes_an_edit_is_caused_by_it_even_on_a_first_run() -> None:
+    traj = _pool_turns(
+        ("cat config.ini", "pool=8\nport=80"),
+        ("sed -i 's/^pool=.*/pool=12/' config.ini", ""),
+        ("sed -i 's/^port=.*/port=81/' config.ini", ""),
+        ("ls", "a\nb"),
+        ("pytest tests/test_pool.py", FAIL.format(v=12) + "\n1 failed in 0.1s"),
+    )
+    causes = _state_causes(traj)
+    assert (1, "file_changed", 4, "error") in causes  # wrote pool=12, which the error quotes
+    assert not any(src == 2 and dst == 4 for src, _, dst, _ in causes)  # port=81 is unrelated
+
+
+def test_a_changed_result_compares_with_the_last_run_of_the_same_command() -> None:
+    traj = _pool_turns(
+        ("cat config.ini", "pool=8"),
+        ("pytest tests/test_pool.py", "1 passed in 0.1s"),
+        ("sed -i 's/^pool=.*/pool=3/' config.ini", ""),
+        ("pytest tests/test_other.py", "E       AssertionError: boom\n1 failed"),
+        ("sed -i 's/^mode=.*/mode=fast/' config.ini", ""),
+        ("pytest tests/test_pool.py", "E       AssertionError: small\n1 failed"),
+    )
+    causes = _state_causes(traj)
+    # The AssertionError of turn 5 supersedes turn 3's (another test), but the baseline is the
+    # passing run of the same command at turn 1: both edits since then are candidates.
+    assert {(2, "file_changed", 5, "error"), (4, "file_changed", 5, "error")} <= set(causes)

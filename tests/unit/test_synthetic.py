@@ -29,18 +29,33 @@ def test_every_answer_is_backed_by_its_needles() -> None:
         elif q["type"] == "state_updating":
             key, value = q["answer"].split("=")
             (last,) = needles
-            assert f"{key}={value}" in last["action"]
-            later = [t for t in turns[last["idx"] + 1 :] if f"{key}=" in t["action"]]
+            assert f"{key}={value}" in last["action"] + last["observation"]
+            later = [
+                t
+                for t in turns[last["idx"] + 1 :]
+                if f"{key}=" in t["action"] and "config.ini" in t["action"]
+            ]
             assert later == []  # nothing sets the key afterwards: it is the current value
         elif q["type"] == "causal":
-            fail, setter = needles[-1], needles[0]
+            setter, fail = needles
             assert "FAILED" in fail["observation"] and q["answer"] in fail["observation"]
-            assert q["answer"] in setter["action"] + setter["observation"]
+            assert q["answer"] in setter["action"] and "config.ini" in setter["action"]
             key = q["answer"].split("=")[0]
             assert q["answer"] != f"{key}={GOOD[key]}"
+            between = turns[setter["idx"] + 1 : fail["idx"]]
+            assert not any(
+                f"{key}=" in t["action"] and "config.ini" in t["action"] for t in between
+            )
+            earlier = [t for t in turns[: fail["idx"]] if t["action"] == fail["action"]]
+            assert not earlier or "FAILED" not in earlier[-1]["observation"]  # it broke here
         else:
-            runs = [t["idx"] for t in turns if t["action"].startswith("pytest ")]
-            assert q["needles"] == runs and q["answer"] == str(len(runs))
+            assert q["needles"] == []  # counts are scored by coverage only
+            if "pytest" in q["question"]:
+                runs = [t for t in turns if t["action"].startswith("pytest ")]
+                assert q["answer"] == str(len(runs))
+            else:
+                sets = [t for t in turns if t["action"].endswith(" config.ini")]
+                assert q["answer"] == str(len(sets) - 1)  # the first is `cat config.ini`
 
 
 def test_needles_spread_over_the_horizon() -> None:
@@ -50,6 +65,6 @@ def test_needles_spread_over_the_horizon() -> None:
     middle = [n for n in needles if last * 0.3 < n < last * 0.7]
     assert middle, "needles only at the ends"
     assert all(
-        re.match(r"^(pytest|sed|echo|cat|python|sha256sum)", ep["turns"][n]["action"])
+        re.match(r"^(pytest|sed|echo|cat config|python|sha256sum)", ep["turns"][n]["action"])
         for n in needles
     )
