@@ -24,6 +24,9 @@ class ExtractionBatch:
 
     extractions: list[WindowExtraction] = field(default_factory=list)
     failures: list[tuple[int, Exception]] = field(default_factory=list)
+    # Turns whose findings are a stand-in because a server could not answer (the LLM was
+    # down): in the graph, but a later run should extract them again.
+    retry: list[int] = field(default_factory=list)
 
 
 @runtime_checkable

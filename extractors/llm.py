@@ -154,6 +154,9 @@ class LLMExtractor(WindowByWindow):
                 batch.extractions.append(found)
                 continue
             self.stats.inc("llm_fallbacks")
+            if found.startswith("error") or found == "no reply":
+                # The server did not answer (not cached): a later run should ask again.
+                batch.retry.append(w.turn)
             try:
                 batch.extractions.append(self._fallback.extract(w))
             except Exception as e:

@@ -173,15 +173,25 @@ def java_version(java: Path) -> int:
     return parse_java_version(out.stderr + out.stdout)
 
 
-def find_java(local: LocalServerSettings) -> Java:
+def find_java(
+    local: LocalServerSettings,
+    *,
+    need: tuple[int, int | None] | None = None,
+    wanted: str | None = None,
+    what: str | None = None,
+) -> Java:
     """The Java to run Neo4j with, checked against the version's requirement.
 
     TRAJGRAPH_JAVA_HOME is an explicit choice, so a wrong one fails at once. Otherwise
-    JAVA_HOME and then `java` on PATH are tried and the first suitable one wins.
+    JAVA_HOME and then `java` on PATH are tried and the first suitable one wins. Other Java
+    programs (the Beam job servers) pass their own ``need`` (min, max major), the ``wanted``
+    text for messages and ``what`` names the program in them.
     """
-    lo, hi = java_requirement(local.version)
-    wanted = f"Java {lo} or {hi}" if hi else f"Java {lo} or later"
-    install = f"apt-get install openjdk-{lo}-jdk-headless"
+    lo, hi = need or java_requirement(local.version)
+    wanted = wanted or (f"Java {lo} or {hi}" if hi else f"Java {lo} or later")
+    what = what or f"Neo4j {local.version}"
+    suggest = 17 if lo <= 17 and (hi is None or hi >= 17) else lo
+    install = f"apt-get install openjdk-{suggest}-jdk-headless"
 
     def ok(major: int) -> bool:
         return major >= lo and (hi is None or major <= hi)
@@ -193,8 +203,7 @@ def find_java(local: LocalServerSettings) -> Java:
         major = java_version(exe)
         if not ok(major):
             raise ServerError(
-                f"Neo4j {local.version} needs {wanted}, but TRAJGRAPH_JAVA_HOME="
-                f"{local.java_home} is Java {major}"
+                f"{what} needs {wanted}, but TRAJGRAPH_JAVA_HOME={local.java_home} is Java {major}"
             )
         return Java(exe, major, "TRAJGRAPH_JAVA_HOME")
 
@@ -208,7 +217,7 @@ def find_java(local: LocalServerSettings) -> Java:
         candidates.append((Path(on_path), "PATH"))
     if not candidates:
         raise ServerError(
-            f"Java not found (no JAVA_HOME, no `java` on PATH); Neo4j {local.version} needs "
+            f"Java not found (no JAVA_HOME, no `java` on PATH); {what} needs "
             f"{wanted}. Install it (e.g. `{install}`) or set TRAJGRAPH_JAVA_HOME."
         )
     seen = []
@@ -218,7 +227,7 @@ def find_java(local: LocalServerSettings) -> Java:
             return Java(exe, major, source)
         seen.append(f"{exe} ({source}) is Java {major}")
     raise ServerError(
-        f"Neo4j {local.version} needs {wanted}, but "
+        f"{what} needs {wanted}, but "
         + "; ".join(seen)
         + f". Install one (e.g. `{install}`) and/or set TRAJGRAPH_JAVA_HOME to it."
     )

@@ -45,6 +45,9 @@ class GraphRows:
         default_factory=lambda: {k: [] for k in ROW_KINDS}
     )
     dropped: int = 0
+    # Windows extracted by a stand-in because a server could not answer: the rows are
+    # written, and a manifest run reads the file again next time (pipelines/manifest.py).
+    retry_windows: int = 0
 
     def count(self) -> int:
         return sum(len(v) for k, v in self.rows.items() if k != "complete")

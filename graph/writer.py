@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import neo4j
-from neo4j.exceptions import Neo4jError
+from neo4j.exceptions import DriverError, Neo4jError
 
 from graph import cypher
 from graph.rows import ROW_KINDS, GraphRows
@@ -170,6 +170,8 @@ class GraphWriter:
             )
         except Neo4jError as e:
             raise GraphError(f"reading stored trajectory hashes failed: {e.message}") from e
+        except DriverError as e:  # the connection is gone (after the driver's own retries)
+            raise GraphError(f"reading stored trajectory hashes failed: Neo4j is lost: {e}") from e
         return {r["uid"]: r["content_hash"] for r in records}
 
     def _run(self, statement: str, params: dict[str, Any], stats: WriteStats) -> None:
@@ -181,4 +183,6 @@ class GraphWriter:
                 session.execute_write(work)
         except Neo4jError as e:
             raise GraphError(f"Neo4j rejected a batch write: {e.message}") from e
+        except DriverError as e:  # the connection is gone (after the driver's own retries)
+            raise GraphError(f"a batch write failed: Neo4j is lost: {e}") from e
         stats.statements += 1

@@ -41,6 +41,11 @@ class ServerError(TrajgraphError):
     """The local Neo4j server could not be fetched, started or stopped."""
 
 
+class RunnerError(ConfigError):
+    """A Beam runner could not be set up (its job-server jar, or the Java to run it): the
+    user has to supply what is missing, so it is a configuration error (exit 2)."""
+
+
 class ExtractionError(TrajgraphError):
     """An extractor could not produce findings for a window (the caller falls back)."""
 

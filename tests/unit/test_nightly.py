@@ -1,0 +1,196 @@
+"""The nightly-job side of `trajgraph ingest` without Neo4j: exit codes, the error line of a
+failed run, the metrics file, which files a run must read again, and the LLM windows the
+heuristic stood in for because the server did not answer."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from neo4j.exceptions import ServiceUnavailable
+
+from extractors.llm import LLMExtractor
+from graph.rows import GraphRows
+from pipelines import ingest
+from pipelines.adapters.base import Located
+from pipelines.ingest import IngestSummary
+from pipelines.manifest import file_key
+from pipelines.transforms import BuildGraphRows
+from pipelines.windows import build_windows
+from tests.fake_openai import FakeOpenAI
+from trajgraph.demo import sample_trajectory
+from trajgraph.errors import ConfigError, GraphError, InputError
+from trajgraph.settings import LLMSettings
+
+
+def _summary(**kw: Any) -> IngestSummary:
+    s = IngestSummary(records=2, ingested=2)
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s
+
+
+@pytest.mark.parametrize(
+    ("changes", "status", "code"),
+    [
+        ({}, "ok", 0),
+        ({"records": 3}, "failed", 1),  # does not balance
+        ({"records": 3, "dead_lettered": 1}, "partial", 3),
+        ({"windows_failed": 1}, "partial", 3),
+        ({"windows_degraded": 4}, "partial", 3),
+        ({"counters": {"embed_failed": 1}}, "partial", 3),
+    ],
+)
+def test_exit_codes_of_finished_runs(changes: dict[str, Any], status: str, code: int) -> None:
+    s = _summary(**changes)
+    ingest._set_status(s)
+    assert (s.status, s.exit_code) == (status, code)
+    assert (s.error is None) == (code != 1)
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (ConfigError("bad budget"), "error", 2),
+        (InputError("no input files match", source="x/*.json"), "error", 2),
+        (GraphError("Neo4j is not reachable"), "failed", 1),
+        (RuntimeError("boom"), "failed", 1),
+        (KeyboardInterrupt(), "interrupted", 130),
+        (ingest.Terminated(), "interrupted", 143),
+    ],
+)
+def test_exit_codes_of_runs_that_raised(error: BaseException, status: str, code: int) -> None:
+    s = IngestSummary()
+    ingest._failed(s, error, 0.0)
+    assert (s.status, s.exit_code) == (status, code)
+    assert s.error and s.finished_at
+
+
+def test_a_signal_wrapped_by_beam_still_counts_as_the_signal() -> None:
+    # Beam runs bundles on the main thread and re-raises what a DoFn raised as RuntimeError.
+    ingest._signalled[:] = [signal.SIGTERM]
+    try:
+        s = IngestSummary()
+        ingest._failed(s, RuntimeError("pipelines.ingest.Terminated [while running 'W']"), 0.0)
+        assert (s.status, s.exit_code, s.error) == ("interrupted", 143, "terminated by SIGTERM")
+    finally:
+        ingest._signalled.clear()
+
+
+def test_error_text_names_the_lost_connection_under_beams_wrapping() -> None:
+    try:
+        try:
+            try:
+                raise ServiceUnavailable("Failed to read from defunct connection")
+            except ServiceUnavailable as e:
+                raise GraphError("a batch write failed: Neo4j is lost") from e
+        except GraphError as e:  # what Beam does: same type, stage appended
+            raise GraphError(f"{e} [while running 'Write graph/Write batches']") from e
+    except GraphError as outer:
+        text = ingest.error_text(outer)
+    assert text.startswith("a batch write failed: Neo4j is lost [while running")
+    assert "caused by ServiceUnavailable: Failed to read from defunct connection" in text
+    assert ingest.error_text(ValueError("x")) == "ValueError: x"
+
+
+def test_metrics_file_has_the_summary_status_and_times(tmp_path: Path) -> None:
+    s = _summary(files_skipped=4, started_at="2026-01-01T00:00:00Z")
+    ingest._failed(s, GraphError("Neo4j is lost"), 0.0)
+    path = tmp_path / "m" / "metrics.json"
+    ingest.write_metrics(path, s)
+    d = json.loads(path.read_text())
+    assert d["schema"] == ingest.METRICS_SCHEMA
+    assert (d["status"], d["exit_code"], d["error_type"]) == ("failed", 1, "GraphError")
+    assert d["error"] == "Neo4j is lost" and d["files_skipped"] == 4
+    assert d["started_at"] and d["finished_at"] and d["pid"] > 0
+    assert [p.name for p in path.parent.iterdir()] == ["metrics.json"]
+
+
+def test_main_prints_json_with_the_error_and_writes_metrics_when_it_cannot_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    metrics = tmp_path / "metrics.json"
+    code = ingest.main(
+        [
+            str(tmp_path / "nothing-*.jsonl"),
+            "--json",
+            "--metrics",
+            str(metrics),
+            "--progress",
+            "off",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == ingest.EXIT_CONFIG == 2
+    summary = json.loads(out)
+    assert summary["status"] == "error" and "no input files match" in summary["error"]
+    assert "trajgraph: error:" in err and "Traceback" not in err
+    assert json.loads(metrics.read_text())["exit_code"] == 2
+
+
+def test_file_outcomes_from_dead_letters_and_windows_to_retry(tmp_path: Path) -> None:
+    a, b, c = (str(tmp_path / n) for n in ("a.jsonl", "b.json", "c.traj"))
+    dl = tmp_path / "dead-letter.jsonl"
+    dl.write_text(
+        "\n".join(json.dumps({"source": src, "stage": "normalize"}) for src in (a, a, b)) + "\n"
+    )
+    retry = tmp_path / "retry"
+    (tmp_path / "retry.jsonl").write_text(json.dumps({"source": c, "windows": 3}) + "\n")
+    s = _summary(dead_lettered=3)
+    failed, degraded = ingest._file_outcomes(s, [a, b, c], str(dl), str(retry))
+    assert failed == {file_key(a): 2, file_key(b): 1}
+    assert degraded == {file_key(c): 3}
+
+    # A dead letter without a source, or vectors that could not be made: every file again.
+    dl.write_text(json.dumps({"source": "", "stage": "read"}) + "\n")
+    s = _summary(dead_lettered=1, counters={"embed_failed": 1})
+    failed, degraded = ingest._file_outcomes(s, [a, b, c], str(dl), str(retry))
+    assert set(failed) == set(degraded) == {file_key(a), file_key(b), file_key(c)}
+
+
+def _llm(fake: FakeOpenAI) -> LLMSettings:
+    return LLMSettings(
+        model="fake-model",
+        base_url=fake.url,
+        api_key="test-key",
+        timeout_s=1.0,
+        max_attempts=2,
+        max_backoff_s=0.05,
+        concurrency=1,
+    )
+
+
+def test_llm_windows_are_retried_only_when_the_server_did_not_answer(
+    fake_llm: FakeOpenAI,
+) -> None:
+    windows = build_windows(sample_trajectory(), budget_tokens=512)
+    turns = [w.turn for w in windows]
+    ex = LLMExtractor(_llm(fake_llm))
+    fake_llm.script("500", "500")  # one packed request, both attempts fail
+    assert ex.extract_windows(windows).retry == turns
+    fake_llm.script("schema_invalid", "schema_invalid")  # answered, unusable: not a retry
+    assert ex.extract_windows(windows).retry == []
+    assert ex.extract_windows(windows).retry == []  # healthy
+    ex.close()
+
+
+def test_graph_rows_carry_the_windows_to_retry(fake_llm: FakeOpenAI) -> None:
+    traj = {**sample_trajectory(), "tenant": "t", "source": "logs/demo.jsonl"}
+    fake_llm.script("500", "500")
+    with BeamTestPipeline() as p:
+        built = (
+            p
+            | beam.Create([Located("logs/demo.jsonl", "line 1", traj)])
+            | BuildGraphRows("llm", 512, _llm(fake_llm), use_cache=False)
+        )
+        assert_that(
+            built["rows"] | beam.FlatMap(ingest._retry_rows) | beam.Map(lambda r: r["source"]),
+            equal_to(["logs/demo.jsonl"]),
+        )
+    assert ingest._retry_rows(GraphRows("tr_x", "h")) == []
