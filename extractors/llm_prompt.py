@@ -191,3 +191,13 @@ def prompt_tokens(msgs: Sequence[dict[str, str]], fmt: dict[str, Any]) -> int:
     if fmt.get("type") == "json_schema":
         n += count_tokens(json.dumps(fmt["json_schema"]["schema"], separators=(",", ":")))
     return n
+
+
+def data_nonce(*texts: str) -> str:
+    """A marker id that none of ``texts`` contains, for ``isolate`` (see Isolation above)."""
+    return _nonce(*texts)
+
+
+def isolate(text: str, nonce: str) -> str:
+    """``text`` between ``<<<LOG nonce>>>`` and ``<<<END nonce>>>``: data, not instructions."""
+    return _isolate(text, nonce)

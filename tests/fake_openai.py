@@ -18,7 +18,8 @@ finds in them (rule-derived, deterministic). Faults are scripted per request, in
 
 ``POST /v1/embeddings`` returns hash-derived unit vectors (``dimensions`` or 64), and takes
 the same transport faults. Retrieval-router requests (json_schema named ``trajgraph_route``)
-get ``route_reply``.
+get ``route_reply``; reminder requests (``trajgraph_remind``) get ``remind_reply``; any other
+named schema in ``schema_replies`` gets that reply (a dict, or a function of the request).
 
 Content rules: a window holding "ignore previous instructions" makes the model gullible:
 it abandons the reply format (schema-invalid JSON), as a model that obeyed the log would.
@@ -78,6 +79,13 @@ class FakeOpenAI:
             "reason": "the fake model finds the evidence sufficient",
         }
     )
+    # The reply to reminder requests (response_format name "trajgraph_remind").
+    remind_reply: dict[str, Any] = field(
+        default_factory=lambda: {"reminder": None, "cites": [], "rule": "none"}
+    )
+    # Replies to other structured-output requests, by response_format name: a dict, or a
+    # function of the request body that returns one.
+    schema_replies: dict[str, Any] = field(default_factory=dict)
     faults: deque[str] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
 
@@ -233,6 +241,12 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             schema_name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
             if schema_name == "trajgraph_route" and kind == "ok":
                 content, finish = json.dumps(fake.route_reply), "stop"
+            elif schema_name == "trajgraph_remind" and kind == "ok":
+                content, finish = json.dumps(fake.remind_reply), "stop"
+            elif schema_name in fake.schema_replies and kind == "ok":
+                reply_for = fake.schema_replies[schema_name]
+                content = json.dumps(reply_for(body) if callable(reply_for) else reply_for)
+                finish = "stop"
             else:
                 content, finish = _answer(body, kind)
             usage = {

@@ -23,6 +23,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from queries import brief as brief_mod
+from queries.memory import MAX_TURN
+from queries.remind import MAX_ACTION_CHARS
 from queries.retrieve import MAX_BUDGET, MAX_DEPTH, MAX_K
 from trajgraph.auth import tenant_for
 from trajgraph.errors import ConfigError, GraphError, TrajgraphError
@@ -56,6 +59,22 @@ class RetrieveBody(BaseModel):
         default=None,
         max_length=MAX_CODE_CHARS,
         description="Python over `turns` for mode=code, run in the sandbox.",
+    )
+
+
+class RemindBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    next_action: str = Field(
+        min_length=1,
+        max_length=MAX_ACTION_CHARS,
+        description="The action the agent is about to take, as it would be logged.",
+    )
+    before_turn: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TURN,
+        description="Judge against the turns before this one only (replays); default: all.",
     )
 
 
@@ -263,6 +282,57 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
                 "x-content-type-options": "nosniff",
             },
         )
+
+    @app.get("/v1/trajectories/{trajectory}/brief", tags=["memory"])
+    async def brief(
+        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
+        tenant: Tenant,
+        request: Request,
+        budget: int = Query(
+            default=brief_mod.DEFAULT_BUDGET, ge=brief_mod.MIN_BUDGET, le=brief_mod.MAX_BUDGET
+        ),
+        before_turn: int | None = Query(default=None, ge=0, le=MAX_TURN),
+    ) -> dict[str, Any]:
+        """A compact digest of the trajectory within `budget` tokens, every line citing
+        turns: task, open failures and their causes, failed attempts, current state,
+        identifiers touched most. `before_turn`: as it read before that turn."""
+        s = svc(request)
+        result = await _bounded(
+            lambda: brief_mod.build_brief(
+                s.driver,
+                database=s.settings.neo4j.database,
+                tenant=tenant,
+                trajectory=trajectory,
+                budget=budget,
+                before_turn=before_turn,
+            )
+        )
+        return result.to_json()
+
+    @app.post("/v1/trajectories/{trajectory}/remind", tags=["memory"])
+    async def remind(
+        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
+        body: RemindBody,
+        tenant: Tenant,
+        request: Request,
+    ) -> dict[str, Any]:
+        """Before an action: a short reminder grounded in the graph, with the turns it cites,
+        or `{"reminder": null}` (the usual answer)."""
+        from queries.remind import remind as remind_fn
+
+        s = svc(request)
+        result = await _bounded(
+            lambda: remind_fn(
+                s.driver,
+                database=s.settings.neo4j.database,
+                tenant=tenant,
+                trajectory=trajectory,
+                next_action=body.next_action,
+                before_turn=body.before_turn,
+                llm=getattr(s.retriever, "llm", None),
+            )
+        )
+        return result.to_json()
 
     return app
 

@@ -22,10 +22,14 @@ commands:
   search "QUESTION"      evidence for a question: embedding seeds, then graph, keyword or code
   digest [ID]            a stable content hash of one trajectory, a tenant or the database
   delete                 --trajectory ID | --source PATH | --all --yes (within --tenant)
-  mcp                    the MCP server: tools retrieve, why, find_identifier, run_code
+  brief ID               a compact digest of a trajectory within a token budget
+  remind ID "ACTION"     a reminder grounded in the graph before an action, or silence
+  mcp                    the MCP server: retrieve, why, find_identifier, run_code, brief, remind
   serve                  the HTTP API (TRAJGRAPH_API_KEYS=key:tenant,...; OpenAPI at /docs)
   trajectories           list ingested trajectories
   cypher NAME            run a query of the analyst library (queries/*.cypher)
+  eval PATHS...          score retrieval against baselines on episodes with known answers
+                         (--synthetic for generated ones; --plot PNG; --judge with an LLM)
   neo4j fetch|start|stop|status
                          manage the local Neo4j Community server (the embedded default)
   demo                   start Neo4j, ingest a sample trajectory, print a why-chain
@@ -38,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("ingest", add_help=False)
     sub.add_parser("stream", add_help=False)
+    sub.add_parser("eval", add_help=False)
 
     why = sub.add_parser("why", help="upstream causal chain of a turn or state")
     why.add_argument("--trajectory", required=True)
@@ -69,6 +74,20 @@ def _parser() -> argparse.ArgumentParser:
     code.add_argument("--code", default=None, help="Python over `turns` (sandboxed)")
     code.add_argument("--cypher", default=None, help="read-only Cypher ($tenant, $trajectory)")
     se.add_argument("--json", action="store_true")
+
+    br = sub.add_parser("brief", help="a compact digest of a trajectory within a token budget")
+    br.add_argument("trajectory")
+    br.add_argument("--budget", type=int, default=400, metavar="TOKENS")
+    br.add_argument("--before-turn", type=int, default=None, help="as it read before turn N")
+    br.add_argument("--tenant", default=None)
+    br.add_argument("--json", action="store_true")
+
+    rm = sub.add_parser("remind", help="a reminder before an action, or silence")
+    rm.add_argument("trajectory")
+    rm.add_argument("action", help="the next action, as it would be logged")
+    rm.add_argument("--before-turn", type=int, default=None, help="judge by turns < N only")
+    rm.add_argument("--tenant", default=None)
+    rm.add_argument("--json", action="store_true")
 
     sv = sub.add_parser("serve", help="the HTTP API (retrieval, trajectories, why-chains)")
     sv.add_argument("--host", default="127.0.0.1")
@@ -143,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipelines import stream
 
             return stream.main(argv[1:])
+        if argv and argv[0] == "eval":
+            from bench import eval as evaluation
+
+            return evaluation.main(argv[1:])
         args = _parser().parse_args(argv)
         settings = settings_mod.load()
         return _dispatch(args, settings)
@@ -170,6 +193,10 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         return _search(args, settings)
     if args.command == "digest":
         return _digest(args, settings)
+    if args.command == "brief":
+        return _brief(args, settings)
+    if args.command == "remind":
+        return _remind(args, settings)
     if args.command == "delete":
         return _delete(args, settings)
     if args.command == "mcp":
@@ -291,6 +318,65 @@ def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
             print(f"# {key}: {json.dumps(value, default=str)}")
     print(f"# {len(result.items)} items, {result.context_tokens} of {args.budget} tokens\n")
     print(result.context)
+    return 0
+
+
+def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from graph.connection import open_driver
+    from queries.brief import build_brief
+
+    driver = open_driver(settings.neo4j)
+    try:
+        result = build_brief(
+            driver,
+            database=settings.neo4j.database,
+            tenant=args.tenant or settings.tenant,
+            trajectory=args.trajectory,
+            budget=args.budget,
+            before_turn=args.before_turn,
+        )
+    finally:
+        driver.close()
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(result.text)
+    return 0
+
+
+def _remind(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from graph.connection import open_driver
+    from queries.remind import remind
+
+    llm = None
+    if settings.llm.configured:
+        from extractors.base import Stats
+        from extractors.llm_client import ChatClient
+
+        llm = ChatClient(settings.llm, Stats())
+    driver = open_driver(settings.neo4j)
+    try:
+        result = remind(
+            driver,
+            database=settings.neo4j.database,
+            tenant=args.tenant or settings.tenant,
+            trajectory=args.trajectory,
+            next_action=args.action,
+            before_turn=args.before_turn,
+            llm=llm,
+        )
+    finally:
+        driver.close()
+        if llm is not None:
+            llm.close()
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    elif result.reminder is None:
+        print("(no reminder)")
+    else:
+        cites = ", ".join(map(str, result.cites))
+        plural = "s" if len(result.cites) > 1 else ""
+        print(f"{result.reminder}\n({result.rule}; cites turn{plural} {cites})")
     return 0
 
 

@@ -134,6 +134,8 @@ def test_probes_and_openapi(api: Api) -> None:
         "/v1/trajectories/{trajectory}",
         "/v1/trajectories/{trajectory}/why",
         "/v1/trajectories/{trajectory}/why.html",
+        "/v1/trajectories/{trajectory}/brief",
+        "/v1/trajectories/{trajectory}/remind",
     ):
         assert path in spec["paths"]
 
@@ -173,6 +175,40 @@ def test_why_html_page(api: Api) -> None:
     assert '<meta name="trajgraph-nodes"' in page and 'data-turn="3"' in page
     assert "://" not in page and "<script" not in page
     assert api.call("GET", f"/v1/trajectories/{TRAJ['id']}/why.html?turn=3", key=KEY_B)[0] == 404
+
+
+def test_brief_and_remind(api: Api) -> None:
+    status, b = api.call("GET", f"/v1/trajectories/{TRAJ['id']}/brief?budget=200")
+    assert status == 200 and b["tokens"] <= 200 and b["budget"] == 200
+    assert "Task: Make tests/test_api.py pass." in b["text"]
+    assert b["sections"]["failed_attempts"][0]["turns"] == [1]
+    status, early = api.call("GET", f"/v1/trajectories/{TRAJ['id']}/brief?before_turn=2")
+    assert status == 200 and early["before_turn"] == 2
+    assert early["sections"]["open_failures"][0]["turns"] == [1]
+    path = f"/v1/trajectories/{TRAJ['id']}/remind"
+    test = "pytest  tests/test_api.py"
+    status, r = api.call("POST", path, {"next_action": test, "before_turn": 2})
+    assert status == 200 and r["rule"] == "repeated_failure" and r["cites"] == [1]
+    assert "AssertionError: got 3" in r["reminder"] and r["source"] == "rules"
+    status, r = api.call("POST", path, {"next_action": test})
+    assert status == 200 and r["reminder"] is None and r["cites"] == []  # it passed at turn 3
+    # Another tenant's key does not see the trajectory.
+    status, body = api.call("GET", f"/v1/trajectories/{TRAJ['id']}/brief", key=KEY_B)
+    assert status == 404 and "no trajectory" in body["error"]["message"]
+    status, body = api.call("POST", path, {"next_action": test}, key=KEY_B)
+    assert status == 404 and body["error"]["code"] == "not_found"
+    assert api.call("POST", path, {"next_action": test}, key=None)[0] == 401
+    for bad in (
+        {"next_action": ""},
+        {"next_action": "ls", "before_turn": -1},
+        {"next_action": "ls", "trajectory": "x"},
+        {"next_action": "x" * 20_001},
+        {},
+    ):
+        status, body = api.call("POST", path, bad)
+        assert status == 422 and body["error"]["code"] == "invalid_request", bad
+    for query in ("budget=5", "budget=100000", "before_turn=-1"):
+        assert api.call("GET", f"/v1/trajectories/{TRAJ['id']}/brief?{query}")[0] == 422
 
 
 def test_missing_or_wrong_keys_are_401(api: Api) -> None:
@@ -250,6 +286,10 @@ def test_hostile_strings_in_every_parameter_change_nothing(api: Api, driver: Any
             ("GET", f"/v1/trajectories/{q}", None),
             ("GET", f"/v1/trajectories/{q}/why?turn=1", None),
             ("GET", f"/v1/trajectories/{TRAJ['id']}/why?turn={q}", None),
+            ("GET", f"/v1/trajectories/{q}/brief", None),
+            ("GET", f"/v1/trajectories/{TRAJ['id']}/brief?before_turn={q}", None),
+            ("POST", f"/v1/trajectories/{q}/remind", {"next_action": "ls"}),
+            ("POST", f"/v1/trajectories/{TRAJ['id']}/remind", {"next_action": s}),
         ):
             status, reply = api.call(method, path, body)
             assert status in (200, 404, 422), (method, path, status, reply)

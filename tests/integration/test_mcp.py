@@ -46,7 +46,8 @@ TRAJ = {
     ],
 }
 KEY = "mcp-key-" + "z" * 20
-TOOLS = {"retrieve", "why", "find_identifier", "run_code"}
+TOOLS = {"retrieve", "why", "find_identifier", "run_code", "brief", "remind"}
+KEY_OTHER = "mcp-other-" + "w" * 20
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +104,15 @@ async def _exercise(session: ClientSession) -> None:
         await session.call_tool("find_identifier", {"identifier": "tests/test_api.py"})
     )
     assert found["counts"]["identifier_turns"]["tests/test_api.py"] == 2
+    brief = _payload(await session.call_tool("brief", {"trajectory": TRAJ["id"], "budget": 200}))
+    assert brief["tokens"] <= 200 and "Task: Make tests/test_api.py pass." in brief["text"]
+    assert brief["sections"]["failed_attempts"][0]["turns"] == [1]
+    test = {"trajectory": TRAJ["id"], "next_action": "pytest tests/test_api.py"}
+    again = _payload(await session.call_tool("remind", {**test, "before_turn": 2}))
+    assert again["rule"] == "repeated_failure" and again["cites"] == [1]
+    assert "AssertionError" in again["reminder"]
+    quiet = _payload(await session.call_tool("remind", test))
+    assert quiet["reminder"] is None and quiet["cites"] == []  # it passed at turn 3
     missing = await session.call_tool("why", {"trajectory": "no-such-run", "turn": 1})
     assert missing.is_error
     (message,) = missing.content
@@ -137,7 +147,8 @@ def _free_port() -> int:
 
 
 def test_streamable_http_with_keys(mcp_tenant: str, driver: Any, neo4j_settings: Settings) -> None:
-    settings = dataclasses.replace(neo4j_settings, api_keys={KEY: mcp_tenant})
+    other = f"{mcp_tenant}-other"
+    settings = dataclasses.replace(neo4j_settings, api_keys={KEY: mcp_tenant, KEY_OTHER: other})
     retriever = Retriever(
         driver, database=neo4j_settings.neo4j.database, embedder=get_embedder(settings.embedder)
     )
@@ -168,6 +179,26 @@ def test_streamable_http_with_keys(mcp_tenant: str, driver: Any, neo4j_settings:
                 await _exercise(session)
 
         anyio.run(main)
+
+        async def other_tenant() -> None:
+            client = create_mcp_http_client(headers={"authorization": f"Bearer {KEY_OTHER}"})
+            async with (
+                client,
+                streamable_http_client(url, http_client=client) as streams,
+                ClientSession(streams[0], streams[1]) as session,
+            ):
+                await session.initialize()
+                for tool, args in (
+                    ("brief", {"trajectory": TRAJ["id"]}),
+                    ("remind", {"trajectory": TRAJ["id"], "next_action": "ls"}),
+                ):
+                    result = await session.call_tool(tool, args)
+                    assert result.is_error, tool
+                    (message,) = result.content
+                    assert isinstance(message, types.TextContent)
+                    assert "no trajectory" in message.text
+
+        anyio.run(other_tenant)
     finally:
         uv.should_exit = True
         thread.join(timeout=10)
