@@ -82,7 +82,8 @@ _EXIT_CODE = re.compile(
 # A cheap multi-line prefilter finds candidate lines; the precise rules run on those only.
 _ERROR_CANDIDATE = re.compile(
     r"^[^\n]*(?:Error|Exception|DoesNotExist|Interrupt|error|ERROR|fatal|FATAL|FAIL|panic"
-    r"|not found|No such file|Permission denied|does not exist|cannot access)[^\n]*$",
+    r"|not found|No such file|Permission denied|does not exist|cannot access"
+    r"|[Ee]xecution failed)[^\n]*$",
     re.M,
 )
 _LINE_NUMBERED = re.compile(r"^\s*\d+(?::|\t| {2,}\S)")
@@ -102,6 +103,8 @@ _ERROR_PREFIX = re.compile(
 _ERROR_PHRASE = re.compile(
     r": (?:command not found|No such file or directory|Permission denied)"
     r"|\bcannot access\b|\bSQL compilation error\b|\bsyntax error\b|\bdoes not exist\b"
+    # Spider-agent's whole report of a failed shell command.
+    r"|^Command execution failed\b"
 )
 
 # --- test summaries and HTTP status ------------------------------------------------------------

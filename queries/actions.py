@@ -82,7 +82,8 @@ _PASS = re.compile(r"\b(?:pass(?:ed|es)?|ok|success(?:ful(?:ly)?)?|succeeded|don
 # say the command itself could not run.
 COMMAND_FAILURE = re.compile(
     r"No such file|not found|Permission denied|cannot access|does not exist|Is a directory|"
-    r"invalid option|unrecognized|illegal option|usage:|syntax error|cannot open",
+    r"invalid option|unrecognized|illegal option|usage:|syntax error|cannot open|"
+    r"^Command execution failed",  # Spider-agent's report of a command that did not run
     re.IGNORECASE,
 )
 

@@ -26,6 +26,8 @@ from trajgraph.errors import ConfigError
 from trajgraph.settings import LLMSettings, Settings
 
 PYDICOM = "pydicom__pydicom-1458"
+SPIDER = "sf_bq024-rollout0"
+SPIDER_FILE = "spider-agent/sf_bq024.json"
 DJANGO = "django__django-16255"
 RULES = "synthetic-rules"
 FAIL = (
@@ -84,7 +86,8 @@ def corpus(
     rules.write_text(json.dumps(_trajectory(RULES, RULES_TURNS)) + "\n")
     _ingest(
         [shared_dir / "swe-agent/pydicom__pydicom-1458.traj",
-         shared_dir / "mini-swe-agent/django__django-16255.traj.json", rules],
+         shared_dir / "mini-swe-agent/django__django-16255.traj.json",
+         shared_dir / SPIDER_FILE, rules],
         tenant, neo4j_settings, tmp,
     )  # fmt: skip
     yield tenant
@@ -122,6 +125,23 @@ def test_a_repeated_failing_edit_in_a_real_log_is_reminded(
     assert "SyntaxError: unmatched ')'" in r.reminder and "turn 6" in r.reminder
     # Before turn 6 the same edit had not been tried: turn 5 was a different edit.
     assert _remind(driver, neo4j_settings, corpus, PYDICOM, action, before=6).reminder is None
+
+
+def test_a_command_that_did_not_run_is_a_failure_to_remind_of(
+    driver: Any, neo4j_settings: Settings, corpus: str, shared_dir: Path
+) -> None:
+    # Spider-agent reports only "Command execution failed"; turn 12 repeats turn 9's grep of the
+    # same pattern and file with other flags, after read-only steps.
+    path = shared_dir / SPIDER_FILE
+    (traj,) = [t for r in split_records(str(path), path.read_bytes()) for t in normalize(r)]
+    assert traj["id"] == SPIDER
+    assert traj["turns"][9]["observation"].endswith("Command execution failed")
+    r = _remind(driver, neo4j_settings, corpus, SPIDER, traj["turns"][12]["action"], before=12)
+    assert r.rule == "repeated_failure" and r.cites == [9], r
+    assert "Command execution failed" in r.reminder
+    # Before turn 9 that grep had not failed yet.
+    later = _remind(driver, neo4j_settings, corpus, SPIDER, traj["turns"][12]["action"], before=9)
+    assert later.reminder is None
 
 
 def test_silence_for_first_time_and_fixed_actions(

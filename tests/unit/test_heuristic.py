@@ -695,3 +695,11 @@ def test_extraction_speed(shared_dir: Path) -> None:
         EX.extract(w)
     per_window = (time.perf_counter() - start) / (len(windows) * 5)
     assert per_window < 0.025  # typically ~1 ms; generous for slow CI machines
+
+
+def test_spider_agents_failed_command_is_an_error() -> None:
+    obs = "EXECUTION RESULT of [execute_bash]:\nCommand execution failed"
+    ext = EX.extract(window("grep -A 5 'ORDER BY' query.sql", obs))
+    assert ("error", "grep -A 5 'ORDER BY' query.sql", "error", "Command execution failed") in (
+        states_of(ext)
+    )
