@@ -403,13 +403,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"unknown method(s): {', '.join(sorted(unknown))}")
     judge = None
     if args.judge:
-        if not settings.llm.configured:
-            p.error("--judge needs an LLM: set TRAJGRAPH_LLM_MODEL (and OPENAI_BASE_URL)")
         from bench.judge import Judge
-        from extractors.base import Stats
-        from extractors.llm_client import ChatClient
+        from extractors.llm_client import optional_chat_client
 
-        judge = Judge(ChatClient(settings.llm, Stats()))
+        client = optional_chat_client(settings.llm)
+        if client is None:
+            p.error("--judge needs an LLM: set TRAJGRAPH_LLM_MODEL (and OPENAI_BASE_URL)")
+        judge = Judge(client)
     say = (lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _m: None)
     rows = evaluate(episodes, settings, args.budget, judge=judge, methods=args.methods, log=say)
     if args.json:

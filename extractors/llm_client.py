@@ -133,6 +133,12 @@ class ChatClient:
         return self._rng.uniform(0, min(self._settings.max_backoff_s, BACKOFF_BASE_S * 2**attempt))
 
 
+def optional_chat_client(settings: LLMSettings) -> ChatClient | None:
+    """The client for question-time LLM calls (router, reminders, judge) when a model is
+    configured; None means the offline rules answer."""
+    return ChatClient(settings, Stats()) if settings.configured else None
+
+
 def retry_after(headers: Any) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
     if headers is None:

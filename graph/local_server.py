@@ -262,6 +262,20 @@ def jars_ready(local: LocalServerSettings) -> bool:
     return (p.version_dir / JARS_MARKER).is_file() and any(p.lib_dir.glob("*.jar"))
 
 
+def run_mvn(cmd: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """One Maven run: no stdin, output captured, at most MVN_TIMEOUT_S (TimeoutExpired and
+    OSError are the caller's to explain)."""
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=MVN_TIMEOUT_S,
+        check=False,
+    )
+
+
 def ensure_jars(local: LocalServerSettings, *, log: Log = print) -> Path:
     """The lib dir with the server's jars, fetched with Maven on first use only."""
     p = paths(local)
@@ -295,15 +309,7 @@ def ensure_jars(local: LocalServerSettings, *, log: Log = print) -> Path:
             "-DincludeScope=runtime",
         ]
         try:
-            out = subprocess.run(
-                cmd,
-                cwd=p.version_dir,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=MVN_TIMEOUT_S,
-                check=False,
-            )
+            out = run_mvn(cmd, cwd=p.version_dir)
         except subprocess.TimeoutExpired as e:
             raise ServerError(
                 f"mvn did not finish fetching the Neo4j jars within {MVN_TIMEOUT_S:.0f} s"

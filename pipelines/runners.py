@@ -28,7 +28,7 @@ from pathlib import Path
 from apache_beam.options.pipeline_options import FlinkRunnerOptions
 from apache_beam.version import __version__ as BEAM_VERSION
 
-from graph.local_server import Java, find_java
+from graph.local_server import MVN_TIMEOUT_S, Java, find_java, run_mvn
 from trajgraph.errors import ConfigError, RunnerError, ServerError
 from trajgraph.settings import Settings
 
@@ -44,7 +44,6 @@ LOCAL_MASTERS = ("[local]", "[auto]")  # Beam's "magic" masters: an embedded min
 # is its recommendation.
 JOB_SERVER_JAVA = (11, 21)
 JOB_SERVER_JAVA_TEXT = "Java 11 to 21 (17 recommended)"
-MVN_TIMEOUT_S = 1800.0
 MVN_ERROR_CHARS = 600
 _REPO_RE = re.compile(r"\b(?:in|from/to|from|access) ([\w.\-]+) \((https?://[^,)\s]+)")
 
@@ -228,15 +227,7 @@ def ensure_job_server_jar(
             f"-DoutputDirectory={partial}",
         ]
         try:
-            out = subprocess.run(
-                cmd,
-                cwd=cache_dir,  # no pom.xml there: Maven's stand-alone project
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=MVN_TIMEOUT_S,
-                check=False,
-            )
+            out = run_mvn(cmd, cwd=cache_dir)  # no pom.xml there: Maven's stand-alone project
         except subprocess.TimeoutExpired as e:
             shutil.rmtree(partial, ignore_errors=True)
             raise RunnerError(

@@ -613,14 +613,12 @@ def _block(e: Evidence, cap: int) -> str:
 def build_retriever(settings: Settings, driver: neo4j.Driver) -> Retriever:
     """The engine as the configuration says: its embedder, and the LLM router when a model is
     configured. The CLI, the HTTP API and the MCP server all build it here."""
+    from extractors.llm_client import optional_chat_client
     from graph.embedders import get_embedder
 
-    llm = None
-    if settings.llm.configured:
-        from extractors.base import Stats
-        from extractors.llm_client import ChatClient
-
-        llm = ChatClient(settings.llm, Stats())
     return Retriever(
-        driver, database=settings.neo4j.database, embedder=get_embedder(settings.embedder), llm=llm
+        driver,
+        database=settings.neo4j.database,
+        embedder=get_embedder(settings.embedder),
+        llm=optional_chat_client(settings.llm),
     )

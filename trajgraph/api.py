@@ -329,7 +329,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
                 trajectory=trajectory,
                 next_action=body.next_action,
                 before_turn=body.before_turn,
-                llm=getattr(s.retriever, "llm", None),
+                llm=s.retriever.llm,
             )
         )
         return result.to_json()

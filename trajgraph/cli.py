@@ -254,8 +254,7 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     from graph.connection import open_driver
     from queries.why import render_text, why_chain
 
-    driver = open_driver(settings.neo4j)
-    try:
+    with open_driver(settings.neo4j) as driver:
         chain = why_chain(
             driver,
             database=settings.neo4j.database,
@@ -265,8 +264,6 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
             state=args.state,
             depth=args.depth,
         )
-    finally:
-        driver.close()
     target = f"turn {args.turn}" if args.turn is not None else f"state {args.state}"
     if args.format == "json":
         print(json.dumps(chain, indent=2, ensure_ascii=False))
@@ -325,8 +322,7 @@ def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     from graph.connection import open_driver
     from queries.brief import build_brief
 
-    driver = open_driver(settings.neo4j)
-    try:
+    with open_driver(settings.neo4j) as driver:
         result = build_brief(
             driver,
             database=settings.neo4j.database,
@@ -335,8 +331,6 @@ def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
             budget=args.budget,
             before_turn=args.before_turn,
         )
-    finally:
-        driver.close()
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -345,15 +339,11 @@ def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 
 def _remind(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from extractors.llm_client import optional_chat_client
     from graph.connection import open_driver
     from queries.remind import remind
 
-    llm = None
-    if settings.llm.configured:
-        from extractors.base import Stats
-        from extractors.llm_client import ChatClient
-
-        llm = ChatClient(settings.llm, Stats())
+    llm = optional_chat_client(settings.llm)
     driver = open_driver(settings.neo4j)
     try:
         result = remind(
@@ -454,11 +444,8 @@ def _cypher_print(
     from graph.connection import open_driver
     from queries import library
 
-    driver = open_driver(settings.neo4j)
-    try:
+    with open_driver(settings.neo4j) as driver:
         rows = library.run(driver, name, params, database=settings.neo4j.database)
-    finally:
-        driver.close()
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
     else:

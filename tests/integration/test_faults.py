@@ -162,6 +162,18 @@ def _kill_mid_write(
     raise RuntimeError("the ingest wrote everything before the poll saw a partial graph")
 
 
+def _nightly(
+    p: Private, shared_dir: Path, tenant: str, work: Path, run: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """The nightly command (heuristic, hash embedder, the manifest in ``work``), to the end."""
+    argv = [str(shared_dir), "--tenant", tenant, "--extractor", "heuristic"]
+    argv += ["--embedder", "hash", "--manifest", str(work / "manifest.json")]
+    argv += ["--dead-letter", str(work / f"dl-{run}"), "--json", *extra]
+    return subprocess.run(
+        _cli(*argv), env=p.env(), cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+
+
 @pytest.mark.timeout(600)
 def test_neo4j_killed_mid_write_then_a_manifest_rerun_equals_a_clean_run(
     private_neo4j: Private, shared_dir: Path, tmp_path: Path
@@ -212,29 +224,7 @@ def test_neo4j_killed_mid_write_then_a_manifest_rerun_equals_a_clean_run(
     assert p.digest(tenant) != want
 
     # The nightly rerun: the same command, no manual repair.
-    rerun = subprocess.run(
-        _cli(
-            str(shared_dir),
-            "--tenant",
-            tenant,
-            "--extractor",
-            "heuristic",
-            "--embedder",
-            "hash",
-            "--manifest",
-            str(work / "manifest.json"),
-            "--metrics",
-            str(work / "metrics.json"),
-            "--dead-letter",
-            str(work / "dl-rerun"),
-            "--json",
-        ),
-        env=p.env(),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    rerun = _nightly(p, shared_dir, tenant, work, "rerun", "--metrics", str(work / "metrics.json"))
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     fixed = json.loads(rerun.stdout)
     assert fixed["status"] == "ok" and fixed["files_skipped"] == 0
@@ -243,27 +233,7 @@ def test_neo4j_killed_mid_write_then_a_manifest_rerun_equals_a_clean_run(
     assert p.digest(tenant) == want
 
     # And the night after: the manifest skips every file, the graph stays the same.
-    again = subprocess.run(
-        _cli(
-            str(shared_dir),
-            "--tenant",
-            tenant,
-            "--extractor",
-            "heuristic",
-            "--embedder",
-            "hash",
-            "--manifest",
-            str(work / "manifest.json"),
-            "--dead-letter",
-            str(work / "dl-again"),
-            "--json",
-        ),
-        env=p.env(),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    again = _nightly(p, shared_dir, tenant, work, "again")
     assert again.returncode == 0, again.stderr[-3000:]
     quiet = json.loads(again.stdout)
     assert quiet["files"] == 0 and quiet["files_skipped"] == clean.files
