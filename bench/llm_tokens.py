@@ -22,12 +22,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from extractors.llm import LLMExtractor
-from pipelines.adapters import normalize, split_records
-from pipelines.ingest import expand_paths
-from pipelines.tokens import count_tokens
-from pipelines.windows import build_windows
 from tests.fake_openai import FakeOpenAI
+from trajgraph.extractors.llm import LLMExtractor
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.pipelines.ingest import expand_paths
+from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.pipelines.windows import build_windows
 from trajgraph.settings import LLMSettings
 
 REPO = Path(__file__).resolve().parent.parent

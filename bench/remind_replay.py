@@ -45,12 +45,13 @@ from typing import Any
 
 import neo4j
 
-from extractors.identifiers import find_identifiers
-from graph import governance
-from graph.connection import open_driver
-from pipelines import ingest
-from pipelines.adapters import normalize, split_records
-from queries.actions import (
+from trajgraph import settings as settings_mod
+from trajgraph.extractors.identifiers import find_identifiers
+from trajgraph.graph import governance
+from trajgraph.graph.connection import open_driver
+from trajgraph.pipelines import ingest
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.queries.actions import (
     Canon,
     assignments,
     canonical,
@@ -64,10 +65,9 @@ from queries.actions import (
     used_values,
     writes_path,
 )
-from queries.brief import brief_of
-from queries.memory import Memory
-from queries.remind import remind_with
-from trajgraph import settings as settings_mod
+from trajgraph.queries.brief import brief_of
+from trajgraph.queries.memory import Memory
+from trajgraph.queries.remind import remind_with
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "trajectories"
 
@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = dataclasses.replace(settings, llm=settings_mod.LLMSettings())  # offline rules
     driver = open_driver(settings.neo4j)
     tenant = f"replay-{uuid.uuid4().hex[:8]}"
-    from bench.synthetic import generate
+    from trajgraph.evaluation.synthetic import generate
 
     try:
         with tempfile.TemporaryDirectory() as tmp_name:

@@ -33,16 +33,16 @@ from typing import Any
 import numpy as np
 
 from bench.write_path import synthetic_trajectory
-from extractors.heuristic import HeuristicExtractor
-from extractors.merge import merge
-from graph import local_server
-from graph.connection import open_driver
-from graph.embedders import HashEmbedder, LocalEmbedder
-from graph.rows import build_rows, content_hash
-from graph.writer import GraphWriter, ensure_embedding_space, ensure_schema
-from pipelines.windows import build_windows
-from queries.retrieve import Retriever
 from trajgraph import settings as settings_mod
+from trajgraph.extractors.heuristic import HeuristicExtractor
+from trajgraph.extractors.merge import merge
+from trajgraph.graph import local_server
+from trajgraph.graph.connection import open_driver
+from trajgraph.graph.embedders import HashEmbedder, LocalEmbedder
+from trajgraph.graph.rows import build_rows, content_hash
+from trajgraph.graph.writer import GraphWriter, ensure_embedding_space, ensure_schema
+from trajgraph.pipelines.windows import build_windows
+from trajgraph.queries.retrieve import Retriever
 
 TENANT = "bench"
 TURNS_PER_TRAJECTORY = 100

@@ -57,7 +57,7 @@ def ama_episode(ep: dict[str, Any], episode_id: str) -> dict[str, Any]:
 def write_episodes(folder: Path, turns: int, per_file: int, seed0: int = 0) -> tuple[int, int]:
     """Episodes with seeds seed0, seed0+1, ... until ``turns`` turns, ``per_file`` episodes
     to a JSONL file; returns (episodes, turns)."""
-    from bench.synthetic import generate
+    from trajgraph.evaluation.synthetic import generate
 
     folder.mkdir(parents=True, exist_ok=True)
     episodes = total = 0
@@ -89,7 +89,7 @@ def _current_rss_mib() -> float:
 
 def child(argv: list[str]) -> int:
     """One ingest in this (fresh) process; prints one JSON line with time and memory."""
-    from pipelines import ingest  # imports first, so the baseline holds them
+    from trajgraph.pipelines import ingest  # imports first, so the baseline holds them
 
     baseline = _current_rss_mib()
     started = time.perf_counter()
@@ -143,8 +143,8 @@ def _run_child(folder: Path, tenant: str, dl: Path, extra: list[str]) -> dict[st
 
 
 def _cleanup(tenant: str) -> None:
-    from graph.connection import open_driver
     from trajgraph import settings as settings_mod
+    from trajgraph.graph.connection import open_driver
 
     settings = settings_mod.load()
     driver = open_driver(settings.neo4j)

@@ -28,11 +28,11 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from graph import governance
-from graph.connection import open_driver
-from pipelines import ingest
 from trajgraph import settings as settings_mod
 from trajgraph.demo import DEMO_ID, write_sample
+from trajgraph.graph import governance
+from trajgraph.graph.connection import open_driver
+from trajgraph.pipelines import ingest
 
 QUESTIONS = [
     "Why did the test fail?",

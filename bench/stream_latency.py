@@ -18,10 +18,10 @@ import time
 import uuid
 from pathlib import Path
 
-from graph import governance, ids
-from graph.connection import open_driver
-from pipelines import stream
 from trajgraph import settings as settings_mod
+from trajgraph.graph import governance, ids
+from trajgraph.graph.connection import open_driver
+from trajgraph.pipelines import stream
 
 
 def _measure(

@@ -17,14 +17,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from extractors import get_extractor
-from extractors.merge import merge
-from graph.connection import open_driver
-from graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
-from graph.writer import GraphWriter
-from pipelines import ingest
-from pipelines.windows import build_windows
 from trajgraph import settings as settings_mod
+from trajgraph.extractors import get_extractor
+from trajgraph.extractors.merge import merge
+from trajgraph.graph.connection import open_driver
+from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
+from trajgraph.graph.writer import GraphWriter
+from trajgraph.pipelines import ingest
+from trajgraph.pipelines.windows import build_windows
 
 RAW_LABEL_INDEX = "CREATE INDEX bench_raw_uid IF NOT EXISTS FOR (n:BenchRaw) ON (n.uid)"
 RAW_NODES = "UNWIND $rows AS row CREATE (n:BenchRaw) SET n = row.props, n.uid = row.uid"

@@ -82,9 +82,9 @@ cmd_setup() {
   say "installing packages into $VENV"
   install_packages
   say "fetching the Neo4j jars (first run only)"
-  # graph.local_server's own entry point (the same code `trajgraph neo4j fetch` runs); it also
+  # trajgraph.graph.local_server's own entry point (the same code `trajgraph neo4j fetch` runs); it also
   # checks the Java version against the Neo4j version.
-  "$PY" -m graph.local_server fetch
+  "$PY" -m trajgraph.graph.local_server fetch
 }
 
 # Headless Chromium renders the why-chain page in its test. Only the tests need it, so it is
@@ -101,7 +101,7 @@ ensure_chromium() {
   fi
 }
 
-neo4j() { "$PY" -m graph.local_server "$@"; }
+neo4j() { "$PY" -m trajgraph.graph.local_server "$@"; }
 
 cmd_demo() {
   cmd_setup
@@ -130,8 +130,8 @@ cmd_test() {
   local failed=()
   say "ruff check ."
   "$VENV/bin/ruff" check . || failed+=(ruff)
-  say "mypy ."
-  "$VENV/bin/mypy" . || failed+=(mypy)
+  say "mypy"
+  "$VENV/bin/mypy" || failed+=(mypy)
   say "pytest -q"
   local rc=0
   "$VENV/bin/pytest" -q || rc=$?

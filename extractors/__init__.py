@@ -8,7 +8,7 @@ from trajgraph.errors import ConfigError
 from trajgraph.settings import LLMSettings
 
 if TYPE_CHECKING:
-    from extractors.base import Extractor
+    from trajgraph.extractors.base import Extractor
 
 EXTRACTORS = ("auto", "heuristic", "llm")
 
@@ -29,9 +29,9 @@ def get_extractor(
     llm = llm or LLMSettings()
     name = resolve(name, llm)
     if name == "llm":
-        from extractors.llm import LLMExtractor
+        from trajgraph.extractors.llm import LLMExtractor
 
         return LLMExtractor(llm, use_cache=use_cache)
-    from extractors.heuristic import HeuristicExtractor
+    from trajgraph.extractors.heuristic import HeuristicExtractor
 
     return HeuristicExtractor()

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from pipelines.windows import Window
-from schemas.extraction import WindowExtraction
+from trajgraph.pipelines.windows import Window
+from trajgraph.schemas.extraction import WindowExtraction
 
 _WS = re.compile(r"\s+")
 # trajgraph's own truncation marker is not log text: nothing may be "verbatim" because of it.

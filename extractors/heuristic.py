@@ -14,16 +14,16 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from extractors.base import WindowByWindow
-from extractors.identifiers import (
+from trajgraph.extractors.base import WindowByWindow
+from trajgraph.extractors.identifiers import (
     KIND_PRIORITY,
     command_line,
     command_line_span,
     find_identifiers,
     truncate_words,
 )
-from pipelines.windows import Window
-from schemas.extraction import (
+from trajgraph.pipelines.windows import Window
+from trajgraph.schemas.extraction import (
     AssociationItem,
     CauseItem,
     ObjectItem,

@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from typing import get_args
 
-from schemas.extraction import ObjectKind
+from trajgraph.schemas.extraction import ObjectKind
 
 MAX_NAME = 200
 MIN_NAME = 2

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from extractors.base import ExtractionBatch, Stats, WindowByWindow
-from extractors.heuristic import HeuristicExtractor
-from extractors.llm_cache import ExtractionCache, cache_key
-from extractors.llm_client import ChatClient, ChatReply
-from extractors.llm_prompt import (
+from trajgraph.errors import ConfigError, LLMError
+from trajgraph.extractors.base import ExtractionBatch, Stats, WindowByWindow
+from trajgraph.extractors.heuristic import HeuristicExtractor
+from trajgraph.extractors.llm_cache import ExtractionCache, cache_key
+from trajgraph.extractors.llm_client import ChatClient, ChatReply
+from trajgraph.extractors.llm_prompt import (
     PROMPT_VERSION,
     Request,
     build_request,
@@ -33,11 +34,10 @@ from extractors.llm_prompt import (
     repair_messages,
     response_format,
 )
-from extractors.llm_reply import InvalidReply, filter_reply, parse_reply
-from pipelines.tokens import count_tokens
-from pipelines.windows import Window
-from schemas.extraction import WindowExtraction
-from trajgraph.errors import ConfigError, LLMError
+from trajgraph.extractors.llm_reply import InvalidReply, filter_reply, parse_reply
+from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.pipelines.windows import Window
+from trajgraph.schemas.extraction import WindowExtraction
 from trajgraph.settings import LLMSettings
 
 log = logging.getLogger(__name__)

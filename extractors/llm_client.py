@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import openai
 
-from extractors.base import Stats
 from trajgraph.errors import LLMError
+from trajgraph.extractors.base import Stats
 from trajgraph.settings import LLMSettings
 
 T = TypeVar("T")

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extractors.base import haystack
-from pipelines.tokens import count_tokens, fit_head_tail
-from pipelines.windows import Window
-from schemas.extraction import reply_json_schema
+from trajgraph.extractors.base import haystack
+from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
+from trajgraph.pipelines.windows import Window
+from trajgraph.schemas.extraction import reply_json_schema
 
 # Bump when the prompt or the reply contract changes: it is part of every cache key.
 PROMPT_VERSION = "extract-v1"

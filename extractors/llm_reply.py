@@ -18,9 +18,9 @@ from functools import lru_cache
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from extractors.base import find_verbatim, is_verbatim
-from extractors.llm_prompt import PackedWindow
-from schemas.extraction import (
+from trajgraph.extractors.base import find_verbatim, is_verbatim
+from trajgraph.extractors.llm_prompt import PackedWindow
+from trajgraph.schemas.extraction import (
     AssociationItem,
     CauseItem,
     ExtractionReply,

@@ -25,8 +25,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from extractors.heuristic import occurs
-from schemas.extraction import (
+from trajgraph.extractors.heuristic import occurs
+from trajgraph.schemas.extraction import (
     AssociationItem,
     CauseItem,
     ObjectItem,

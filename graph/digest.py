@@ -14,9 +14,9 @@ from typing import Any
 
 import neo4j
 
-from graph import cypher, ids
-from graph.connection import read
 from trajgraph.errors import ConfigError
+from trajgraph.graph import cypher, ids
+from trajgraph.graph.connection import read
 
 # Where the data lives, not what it is.
 IGNORED = frozenset({"uid", "tenant", "trajectory_uid", "source", "content_hash"})

@@ -119,8 +119,8 @@ class LocalEmbedder:
 
 class OpenAIEmbedder:
     def __init__(self, settings: EmbedderSettings) -> None:
-        from extractors.base import Stats
-        from extractors.llm_client import ChatClient
+        from trajgraph.extractors.base import Stats
+        from trajgraph.extractors.llm_client import ChatClient
 
         self.name = f"openai:{settings.model}"
         self.dim = settings.dim or 0  # learnt from the first reply when not configured

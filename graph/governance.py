@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import neo4j
 from neo4j.exceptions import Neo4jError
 
-from graph import cypher
-from graph.connection import read
 from trajgraph.errors import ConfigError, GraphError
+from trajgraph.graph import cypher
+from trajgraph.graph.connection import read
 
 BATCH = 10_000
 

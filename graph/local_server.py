@@ -762,7 +762,7 @@ def _print_status(st: ServerStatus) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m graph.local_server fetch|start|stop|status|ping`.
+    """`python -m trajgraph.graph.local_server fetch|start|stop|status|ping`.
 
     Exit codes: 0 ok (status: running), 1 error, 2 usage, 3 status: not running / ping: no answer.
     """
@@ -771,7 +771,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     commands = ("fetch", "start", "stop", "status", "ping")
     if len(args) != 1 or args[0] not in commands:
-        print(f"usage: python -m graph.local_server {{{'|'.join(commands)}}}", file=sys.stderr)
+        usage = f"usage: python -m trajgraph.graph.local_server {{{'|'.join(commands)}}}"
+        print(usage, file=sys.stderr)
         return 2
     try:
         settings = load()

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from graph import ids
-from schemas.extraction import TrajectoryExtraction
+from trajgraph.graph import ids
+from trajgraph.schemas.extraction import TrajectoryExtraction
 
 # Neo4j range-index keys are limited to about 8 KB; identifiers beyond this are not identifiers.
 MAX_INDEXED_CHARS = 1024

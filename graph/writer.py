@@ -13,9 +13,9 @@ from typing import Any
 import neo4j
 from neo4j.exceptions import DriverError, Neo4jError
 
-from graph import cypher
-from graph.rows import ROW_KINDS, GraphRows
 from trajgraph.errors import ConfigError, GraphError
+from trajgraph.graph import cypher
+from trajgraph.graph.rows import ROW_KINDS, GraphRows
 
 STATEMENTS: dict[str, str] = {
     "trajectories": cypher.MERGE_TRAJECTORIES,

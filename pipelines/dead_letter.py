@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipelines.adapters.base import Located, RawRecord
+from trajgraph.pipelines.adapters.base import Located, RawRecord
 
 PREVIEW_CHARS = 500
 

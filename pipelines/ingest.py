@@ -34,11 +34,13 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from extractors import EXTRACTORS, get_extractor, resolve
-from graph.embedders import embedder_name
-from pipelines import dead_letter, progress, runners
-from pipelines.adapters import FORMATS
-from pipelines.manifest import (
+from trajgraph import settings as settings_mod
+from trajgraph.errors import ConfigError, InputError, TrajgraphError
+from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
+from trajgraph.graph.embedders import embedder_name
+from trajgraph.pipelines import dead_letter, progress, runners
+from trajgraph.pipelines.adapters import FORMATS
+from trajgraph.pipelines.manifest import (
     Manifest,
     Plan,
     config_fingerprint,
@@ -46,15 +48,13 @@ from pipelines.manifest import (
     now_iso,
     write_json_atomic,
 )
-from pipelines.transforms import (
+from trajgraph.pipelines.transforms import (
     NS,
     BuildGraphRows,
     NormalizeTrajectories,
     ReadLogRecords,
     WriteGraph,
 )
-from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError, InputError, TrajgraphError
 
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
 METRICS_SCHEMA = "trajgraph-ingest-metrics/1"
@@ -309,9 +309,9 @@ def check_graph(
 ) -> None:
     """Fail before reading anything when Neo4j is unreachable or its embeddings were made by
     another model, with the reason, not a Beam trace."""
-    from graph.connection import open_driver
-    from graph.embedders import dimension, get_embedder
-    from graph.writer import ensure_embedding_space, ensure_schema
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.graph.embedders import dimension, get_embedder
+    from trajgraph.graph.writer import ensure_embedding_space, ensure_schema
 
     driver = open_driver(neo)
     try:

@@ -28,8 +28,8 @@ from pathlib import Path
 from apache_beam.options.pipeline_options import FlinkRunnerOptions
 from apache_beam.version import __version__ as BEAM_VERSION
 
-from graph.local_server import MVN_TIMEOUT_S, Java, find_java, run_mvn
 from trajgraph.errors import ConfigError, RunnerError, ServerError
+from trajgraph.graph.local_server import MVN_TIMEOUT_S, Java, find_java, run_mvn
 from trajgraph.settings import Settings
 
 Log = Callable[[str], None]

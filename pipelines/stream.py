@@ -23,11 +23,13 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 
-from extractors import EXTRACTORS, get_extractor, resolve
-from graph.embedders import embedder_name
-from pipelines import progress
-from pipelines.ingest import check_graph, embedder_for
-from pipelines.streaming import (
+from trajgraph import settings as settings_mod
+from trajgraph.errors import ConfigError, InputError
+from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
+from trajgraph.graph.embedders import embedder_name
+from trajgraph.pipelines import progress
+from trajgraph.pipelines.ingest import check_graph, embedder_for
+from trajgraph.pipelines.streaming import (
     READ_FAILURES,
     STDIN,
     AppendDeadLetterFn,
@@ -35,7 +37,7 @@ from pipelines.streaming import (
     TailSourceFn,
     parse_event,
 )
-from pipelines.transforms import (
+from trajgraph.pipelines.transforms import (
     FAILURES,
     NS,
     ExtractTrajectoryFn,
@@ -43,8 +45,6 @@ from pipelines.transforms import (
     WriteGraph,
     describe_failure,
 )
-from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError, InputError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -33,10 +33,10 @@ import apache_beam as beam
 from apache_beam.coders import PickleCoder
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
-from pipelines import dead_letter, progress
-from pipelines.adapters import normalize
-from pipelines.adapters.base import Located, RawRecord
 from trajgraph.errors import InputError
+from trajgraph.pipelines import dead_letter, progress
+from trajgraph.pipelines.adapters import normalize
+from trajgraph.pipelines.adapters.base import Located, RawRecord
 
 EVENT_TYPES = ("turn", "header", "footer")
 READ_FAILURES = "read_failures"

@@ -18,13 +18,13 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.metrics import Metrics
 
-from graph import ids
-from graph.rows import GraphRows, build_rows, content_hash
-from pipelines import dead_letter, progress
-from pipelines.adapters import normalize, split_records
-from pipelines.adapters.base import Located, RawRecord
-from schemas.trajectory import validate
 from trajgraph.errors import GraphError, InputError
+from trajgraph.graph import ids
+from trajgraph.graph.rows import GraphRows, build_rows, content_hash
+from trajgraph.pipelines import dead_letter, progress
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.pipelines.adapters.base import Located, RawRecord
+from trajgraph.schemas.trajectory import validate
 from trajgraph.settings import EmbedderSettings, LLMSettings, Neo4jSettings
 
 NS = "trajgraph"
@@ -243,7 +243,7 @@ class ExtractTrajectoryFn(beam.DoFn):
     def setup(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from extractors import get_extractor
+        from trajgraph.extractors import get_extractor
 
         self._extractor = get_extractor(self._name, llm=self._llm, use_cache=self._use_cache)
         if self._threads > 1:
@@ -283,8 +283,8 @@ class ExtractTrajectoryFn(beam.DoFn):
         return outputs, counts
 
     def _extract(self, item: Located, outputs: list[Any], counts: Counter[str]) -> None:
-        from extractors.merge import merge
-        from pipelines.windows import build_windows
+        from trajgraph.extractors.merge import merge
+        from trajgraph.pipelines.windows import build_windows
 
         traj = item.trajectory
         windows = build_windows(traj, budget_tokens=self._budget)
@@ -322,15 +322,15 @@ class EmbedRowsFn(beam.DoFn):
         self._embedder: Any = None
 
     def setup(self) -> None:
-        from graph.connection import open_driver
-        from graph.embedders import get_embedder
+        from trajgraph.graph.connection import open_driver
+        from trajgraph.graph.embedders import get_embedder
 
         self._driver = open_driver(self._neo)
         self._embedder = get_embedder(self._settings)
 
     def process(self, rows: GraphRows) -> Iterator[GraphRows]:
-        from graph import cypher
-        from graph.embedders import state_text, turn_text
+        from trajgraph.graph import cypher
+        from trajgraph.graph.embedders import state_text, turn_text
 
         found = self._driver.execute_query(
             cypher.EXISTING_HASH, uid=rows.trajectory_uid, database_=self._neo.database
@@ -374,7 +374,7 @@ class EmbedRowsFn(beam.DoFn):
         yield rows
 
     def _existing(self, targets: list[tuple[dict[str, Any], Any]]) -> dict[str, list[float]]:
-        from graph import cypher
+        from trajgraph.graph import cypher
 
         probe = [
             {
@@ -416,8 +416,8 @@ class WriteGraphFn(beam.DoFn):
     def setup(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from graph.connection import open_driver
-        from graph.writer import GraphWriter, ensure_schema
+        from trajgraph.graph.connection import open_driver
+        from trajgraph.graph.writer import GraphWriter, ensure_schema
 
         self._driver = open_driver(self._neo)
         ensure_schema(self._driver, self._neo.database)

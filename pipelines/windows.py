@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.tokens import count_tokens, encode, fit_tokens
-from schemas.trajectory import DEFAULT_TENANT
 from trajgraph.errors import ConfigError
+from trajgraph.pipelines.tokens import count_tokens, encode, fit_tokens
+from trajgraph.schemas.trajectory import DEFAULT_TENANT
 
 MIN_BUDGET_TOKENS = 64
 ACTION_SHARE = 1 / 4

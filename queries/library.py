@@ -33,7 +33,7 @@ class CypherQuery:
 def names() -> list[str]:
     return sorted(
         f.name.removesuffix(".cypher")
-        for f in resources.files("queries").iterdir()
+        for f in resources.files("trajgraph.queries").iterdir()
         if f.name.endswith(".cypher")
     )
 
@@ -41,7 +41,7 @@ def names() -> list[str]:
 def load(name: str) -> CypherQuery:
     if name not in names():
         raise ConfigError(f"no query named {name!r}; available: {', '.join(names())}")
-    text = resources.files("queries").joinpath(f"{name}.cypher").read_text("utf-8")
+    text = resources.files("trajgraph.queries").joinpath(f"{name}.cypher").read_text("utf-8")
     header: dict[str, str] = {}
     key = None
     for line in text.splitlines():

@@ -19,9 +19,10 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
-from extractors.identifiers import find_identifiers
-from extractors.llm_prompt import data_nonce, isolate
-from queries.actions import (
+from trajgraph.errors import LLMError
+from trajgraph.extractors.identifiers import find_identifiers
+from trajgraph.extractors.llm_prompt import data_nonce, isolate
+from trajgraph.queries.actions import (
     assignments,
     canonical,
     canonical_command,
@@ -30,11 +31,10 @@ from queries.actions import (
     similarity,
     verdict,
 )
-from queries.brief import brief_of
-from queries.memory import Memory, TurnRecord
-from queries.remind import Finding, Reminder, from_findings
-from schemas.extraction import strict_json_schema
-from trajgraph.errors import LLMError
+from trajgraph.queries.brief import brief_of
+from trajgraph.queries.memory import Memory, TurnRecord
+from trajgraph.queries.remind import Finding, Reminder, from_findings
+from trajgraph.schemas.extraction import strict_json_schema
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import jsonschema
 
-from queries import router
-from schemas.extraction import strict_json_schema
 from trajgraph.errors import LLMError
+from trajgraph.queries import router
+from trajgraph.schemas.extraction import strict_json_schema
 
 log = logging.getLogger(__name__)
 SEED_CHARS = 300

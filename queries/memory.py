@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, cast
 import neo4j
 from neo4j.exceptions import Neo4jError
 
-from graph import cypher, ids
-from queries.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
 from trajgraph.errors import ConfigError, GraphError
+from trajgraph.graph import cypher, ids
+from trajgraph.queries.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString

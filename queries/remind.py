@@ -27,8 +27,9 @@ from typing import Any
 
 import neo4j
 
-from extractors.identifiers import find_identifiers
-from queries.actions import (
+from trajgraph.errors import ConfigError
+from trajgraph.extractors.identifiers import find_identifiers
+from trajgraph.queries.actions import (
     NEAR_IDENTICAL,
     Canon,
     assignments,
@@ -45,8 +46,7 @@ from queries.actions import (
     verdict,
     writes_path,
 )
-from queries.memory import Memory, TurnRecord, open_memory
-from trajgraph.errors import ConfigError
+from trajgraph.queries.memory import Memory, TurnRecord, open_memory
 
 MAX_ACTION_CHARS = 20_000
 _VAGUE_VALUES = frozenset({"null", "none", "true", "false", "nil", "undefined", ""})
@@ -102,7 +102,7 @@ def remind(
 def remind_with(memory: Memory, next_action: str, *, llm: Any = None) -> Reminder:
     findings = offline_findings(memory, next_action)
     if llm is not None:
-        from queries.llm_remind import ask_llm
+        from trajgraph.queries.llm_remind import ask_llm
 
         return ask_llm(llm, memory, next_action, findings)
     return from_findings(memory, findings)

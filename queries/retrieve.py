@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, cast
 import neo4j
 from neo4j.exceptions import Neo4jError
 
-from graph import cypher, ids
-from graph.embedders import Embedder, dimension
-from graph.writer import embedding_space
-from pipelines.tokens import count_tokens, fit_head_tail
-from queries import router
 from trajgraph.errors import ConfigError, GraphError
+from trajgraph.graph import cypher, ids
+from trajgraph.graph.embedders import Embedder, dimension
+from trajgraph.graph.writer import embedding_space
+from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
+from trajgraph.queries import router
 from trajgraph.settings import Settings
 
 if TYPE_CHECKING:
@@ -299,7 +299,7 @@ class _Run:
     ) -> router.Route:
         if self._llm is None:
             return router.rule_route(question, has_trajectory=has_trajectory)
-        from queries.llm_route import ask_router
+        from trajgraph.queries.llm_route import ask_router
 
         return ask_router(self._llm, question, self._hydrate(found), has_trajectory)
 
@@ -423,7 +423,7 @@ class _Run:
         program = code or route.code or router.offline_code(question, route.identifiers)
         if not program:
             return {"code_error": "no program: pass code, or configure an LLM to write it"}
-        from queries.sandbox import run_python
+        from trajgraph.queries.sandbox import run_python
 
         turns = self._read(cypher.TRAJECTORY_TURNS, tuid=scope["tuid"])
         by_idx = {t["idx"]: t["uid"] for t in turns}
@@ -613,8 +613,8 @@ def _block(e: Evidence, cap: int) -> str:
 def build_retriever(settings: Settings, driver: neo4j.Driver) -> Retriever:
     """The engine as the configuration says: its embedder, and the LLM router when a model is
     configured. The CLI, the HTTP API and the MCP server all build it here."""
-    from extractors.llm_client import optional_chat_client
-    from graph.embedders import get_embedder
+    from trajgraph.extractors.llm_client import optional_chat_client
+    from trajgraph.graph.embedders import get_embedder
 
     return Retriever(
         driver,

@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from extractors.identifiers import find_identifiers
+from trajgraph.extractors.identifiers import find_identifiers
 
 Tool = Literal["graph", "code", "keyword"]
 Direction = Literal["upstream", "downstream", "history"]

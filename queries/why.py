@@ -6,8 +6,8 @@ from typing import Any
 
 import neo4j
 
-from queries import library
 from trajgraph.errors import ConfigError
+from trajgraph.queries import library
 
 MAX_DEPTH = 10
 TEXT_CHARS = 160

@@ -38,7 +38,8 @@ class Trajectory(TypedDict, total=False):
 
 @lru_cache(maxsize=1)
 def json_schema() -> dict[str, Any]:
-    text = resources.files("schemas").joinpath("trajectory.schema.json").read_text("utf-8")
+    schema_file = resources.files("trajgraph.schemas").joinpath("trajectory.schema.json")
+    text = schema_file.read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from extractors.heuristic import HeuristicExtractor
-from graph.embedders import HashEmbedder
-from pipelines.tokens import count_tokens
-from pipelines.windows import Window
+from trajgraph.extractors.heuristic import HeuristicExtractor
+from trajgraph.graph.embedders import HashEmbedder
+from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.pipelines.windows import Window
 
 _BLOCK = re.compile(r"<<<LOG (\w+)>>>\n(.*?)<<<END \1>>>", re.DOTALL)
 _PART = re.compile(r"^\[turn (\d+) (action|observation)\]$", re.MULTILINE)

@@ -155,15 +155,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     try:
         if argv and argv[0] == "ingest":
-            from pipelines import ingest
+            from trajgraph.pipelines import ingest
 
             return ingest.main(argv[1:])
         if argv and argv[0] == "stream":
-            from pipelines import stream
+            from trajgraph.pipelines import stream
 
             return stream.main(argv[1:])
         if argv and argv[0] == "eval":
-            from bench import eval as evaluation
+            from trajgraph.evaluation import harness as evaluation
 
             return evaluation.main(argv[1:])
         args = _parser().parse_args(argv)
@@ -228,7 +228,7 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 
 def _neo4j(action: str, settings: settings_mod.Settings) -> int:
-    from graph import local_server
+    from trajgraph.graph import local_server
 
     if action == "fetch":
         path = local_server.ensure_jars(settings.local)
@@ -251,8 +251,8 @@ def _neo4j(action: str, settings: settings_mod.Settings) -> int:
 
 
 def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from graph.connection import open_driver
-    from queries.why import render_text, why_chain
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.queries.why import render_text, why_chain
 
     with open_driver(settings.neo4j) as driver:
         chain = why_chain(
@@ -270,7 +270,7 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     elif args.format == "text":
         print(render_text(chain, trajectory=args.trajectory, target=target, depth=args.depth))
     else:
-        from queries import why_render
+        from trajgraph.queries import why_render
 
         if args.format == "mermaid":
             print(why_render.render_mermaid(chain, trajectory=args.trajectory, target=target))
@@ -286,8 +286,8 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 
 def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from graph.connection import open_driver
-    from queries.retrieve import build_retriever
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.queries.retrieve import build_retriever
 
     driver = open_driver(settings.neo4j)
     engine = build_retriever(settings, driver)
@@ -319,8 +319,8 @@ def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 
 def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from graph.connection import open_driver
-    from queries.brief import build_brief
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.queries.brief import build_brief
 
     with open_driver(settings.neo4j) as driver:
         result = build_brief(
@@ -339,9 +339,9 @@ def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 
 def _remind(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from extractors.llm_client import optional_chat_client
-    from graph.connection import open_driver
-    from queries.remind import remind
+    from trajgraph.extractors.llm_client import optional_chat_client
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.queries.remind import remind
 
     llm = optional_chat_client(settings.llm)
     driver = open_driver(settings.neo4j)
@@ -371,8 +371,8 @@ def _remind(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 
 def _digest(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from graph import digest
-    from graph.connection import open_driver
+    from trajgraph.graph import digest
+    from trajgraph.graph.connection import open_driver
 
     driver = open_driver(settings.neo4j)
     db = settings.neo4j.database
@@ -388,9 +388,9 @@ def _digest(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 
 def _delete(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from graph import governance
-    from graph.connection import open_driver
     from trajgraph.errors import ConfigError
+    from trajgraph.graph import governance
+    from trajgraph.graph.connection import open_driver
 
     tenant = args.tenant or settings.tenant
     if args.all and not args.yes:
@@ -427,7 +427,7 @@ def _parse_params(pairs: list[str]) -> dict[str, Any]:
 
 
 def _cypher(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from queries import library
+    from trajgraph.queries import library
 
     if not args.name:
         for name in library.names():
@@ -441,8 +441,8 @@ def _cypher(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 def _cypher_print(
     name: str, params: dict[str, Any], settings: settings_mod.Settings, as_json: bool
 ) -> int:
-    from graph.connection import open_driver
-    from queries import library
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.queries import library
 
     with open_driver(settings.neo4j) as driver:
         rows = library.run(driver, name, params, database=settings.neo4j.database)

@@ -80,10 +80,10 @@ def write_sample(folder: Path) -> Path:
 
 
 def run(settings: Settings, *, start_server: bool = True) -> int:
-    from graph import local_server
-    from graph.connection import open_driver
-    from pipelines import ingest
-    from queries.why import render_text, why_chain
+    from trajgraph.graph import local_server
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.pipelines import ingest
+    from trajgraph.queries.why import render_text, why_chain
 
     if start_server:
         st = local_server.start(settings.neo4j, settings.local)

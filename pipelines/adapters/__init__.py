@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.adapters import (
+from trajgraph.errors import ConfigError, InputError
+from trajgraph.pipelines.adapters import (
     ama_bench,
     canonical,
     mini_swe_agent,
@@ -22,9 +23,15 @@ from pipelines.adapters import (
     swe_agent,
     tau_bench,
 )
-from pipelines.adapters.base import RawRecord
-from pipelines.adapters.detect import SHAPES, describe, is_swe_agent, matches, sniff, tried
-from trajgraph.errors import ConfigError, InputError
+from trajgraph.pipelines.adapters.base import RawRecord
+from trajgraph.pipelines.adapters.detect import (
+    SHAPES,
+    describe,
+    is_swe_agent,
+    matches,
+    sniff,
+    tried,
+)
 
 __all__ = [
     "ADAPTERS",

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.adapters.canonical import (
+from trajgraph.errors import InputError
+from trajgraph.pipelines.adapters.canonical import (
     as_text,
     file_stem,
     new_trajectory,
     new_turn,
     small_json,
 )
-from trajgraph.errors import InputError
 
 FORMAT = "ama-bench"
 

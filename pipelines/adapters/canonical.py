@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from pathlib import PurePath
 from typing import Any
 
-from schemas.trajectory import from_arrow_row
 from trajgraph.errors import InputError
+from trajgraph.schemas.trajectory import from_arrow_row
 
 FORMAT = "canonical"
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pipelines.adapters.canonical import (
+from trajgraph.errors import InputError
+from trajgraph.pipelines.adapters.canonical import (
     add_submission,
     epoch_to_iso,
     field,
@@ -20,7 +21,6 @@ from pipelines.adapters.canonical import (
     new_turn,
     text_of,
 )
-from trajgraph.errors import InputError
 
 FORMAT = "mini-swe-agent"
 

@@ -20,8 +20,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipelines.adapters.canonical import as_text, field, file_stem, new_trajectory, new_turn
 from trajgraph.errors import InputError
+from trajgraph.pipelines.adapters.canonical import (
+    as_text,
+    field,
+    file_stem,
+    new_trajectory,
+    new_turn,
+)
 
 FORMAT = "openhands"
 

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.adapters.canonical import file_stem, new_trajectory, text_of, turns_from_chat
 from trajgraph.errors import InputError
+from trajgraph.pipelines.adapters.canonical import (
+    file_stem,
+    new_trajectory,
+    text_of,
+    turns_from_chat,
+)
 
 FORMAT = "spider-agent"
 

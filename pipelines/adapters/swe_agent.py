@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.adapters.canonical import (
+from trajgraph.errors import InputError
+from trajgraph.pipelines.adapters.canonical import (
     add_submission,
     as_text,
     field,
@@ -19,7 +20,6 @@ from pipelines.adapters.canonical import (
     small_json,
     text_of,
 )
-from trajgraph.errors import InputError
 
 FORMAT = "swe-agent"
 

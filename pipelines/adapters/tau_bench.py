@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.adapters.canonical import (
+from trajgraph.errors import InputError
+from trajgraph.pipelines.adapters.canonical import (
     field,
     file_stem,
     new_trajectory,
     small_json,
     turns_from_chat,
 )
-from trajgraph.errors import InputError
 
 FORMAT = "tau-bench"
 

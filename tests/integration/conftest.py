@@ -17,7 +17,7 @@ import neo4j
 import pytest
 from neo4j.exceptions import AuthError, ServiceUnavailable
 
-from graph import governance, local_server
+from trajgraph.graph import governance, local_server
 from trajgraph.settings import LLMSettings, Settings, load
 
 HERE = Path(__file__).resolve().parent

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import uvicorn
 
-from graph import governance
-from pipelines import ingest
 from trajgraph.api import MAX_BODY_BYTES, create_app
+from trajgraph.graph import governance
+from trajgraph.pipelines import ingest
 from trajgraph.settings import Settings
 
 TRAJ = {

@@ -19,9 +19,9 @@ from typing import Any
 import neo4j
 import pytest
 
-from graph import governance
-from pipelines import ingest
-from queries import library
+from trajgraph.graph import governance
+from trajgraph.pipelines import ingest
+from trajgraph.queries import library
 from trajgraph.settings import Settings
 
 DJANGO = "django__django-16255"

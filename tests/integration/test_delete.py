@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from graph import governance
-from pipelines import ingest
 from trajgraph import cli
 from trajgraph.errors import ConfigError
+from trajgraph.graph import governance
+from trajgraph.pipelines import ingest
 from trajgraph.settings import Settings
 
 DJANGO = "django__django-16255"

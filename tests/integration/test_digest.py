@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from graph import governance
-from graph.digest import graph_digest, trajectory_digest
-from pipelines import ingest
 from trajgraph import cli
+from trajgraph.graph import governance
+from trajgraph.graph.digest import graph_digest, trajectory_digest
+from trajgraph.pipelines import ingest
 from trajgraph.settings import Settings
 
 TRAJ: dict[str, Any] = {

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import eval as evaluation
-from bench.synthetic import generate
+from trajgraph.evaluation import harness as evaluation
+from trajgraph.evaluation.synthetic import generate
 from trajgraph.settings import Settings
 
 

@@ -35,10 +35,10 @@ from typing import Any
 import neo4j
 import pytest
 
-from graph import cypher, digest, governance
-from graph import local_server as ls
-from pipelines import ingest
 from tests.fake_openai import FakeOpenAI
+from trajgraph.graph import cypher, digest, governance
+from trajgraph.graph import local_server as ls
+from trajgraph.pipelines import ingest
 from trajgraph.settings import LLMSettings, Settings
 
 REPO = Path(__file__).resolve().parents[2]

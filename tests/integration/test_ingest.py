@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from graph import cypher
-from pipelines import ingest
-from pipelines.adapters import normalize, split_records
 from trajgraph.demo import DEMO_ID, sample_trajectory, write_sample
+from trajgraph.graph import cypher
+from trajgraph.pipelines import ingest
+from trajgraph.pipelines.adapters import normalize, split_records
 
 
 def _expected_turns(files: list[Path]) -> dict[str, int]:

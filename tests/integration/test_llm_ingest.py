@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graph import cypher
-from pipelines import ingest
-from pipelines.adapters import normalize, split_records
 from tests.fake_openai import FakeOpenAI
+from trajgraph.graph import cypher
+from trajgraph.pipelines import ingest
+from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.settings import LLMSettings, Settings
 
 INVENTED_PATH = "/etc/invented/by-the-model.conf"

@@ -13,8 +13,8 @@ import neo4j
 import pytest
 from neo4j.exceptions import AuthError
 
-from graph import local_server as ls
 from trajgraph.errors import ServerError
+from trajgraph.graph import local_server as ls
 from trajgraph.settings import Settings
 
 

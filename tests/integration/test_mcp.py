@@ -24,11 +24,11 @@ from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from graph import governance
-from graph.embedders import get_embedder
-from pipelines import ingest
-from queries.retrieve import Retriever
+from trajgraph.graph import governance
+from trajgraph.graph.embedders import get_embedder
 from trajgraph.mcp_server import RequireBearer, build_server
+from trajgraph.pipelines import ingest
+from trajgraph.queries.retrieve import Retriever
 from trajgraph.settings import Settings
 
 TRAJ = {

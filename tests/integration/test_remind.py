@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from extractors.base import Stats
-from extractors.llm_client import ChatClient
-from graph import governance
-from pipelines import ingest
-from pipelines.adapters import normalize, split_records
-from queries.brief import build_brief
-from queries.memory import Memory
-from queries.remind import remind
 from tests.fake_openai import FakeOpenAI
 from trajgraph import cli
 from trajgraph.errors import ConfigError
+from trajgraph.extractors.base import Stats
+from trajgraph.extractors.llm_client import ChatClient
+from trajgraph.graph import governance
+from trajgraph.pipelines import ingest
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.queries.brief import build_brief
+from trajgraph.queries.memory import Memory
+from trajgraph.queries.remind import remind
 from trajgraph.settings import LLMSettings, Settings
 
 PYDICOM = "pydicom__pydicom-1458"

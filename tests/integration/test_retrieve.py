@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from extractors.base import Stats
-from extractors.llm_client import ChatClient
-from graph import governance
-from graph.embedders import HashEmbedder, LocalEmbedder
-from pipelines import ingest
-from pipelines.adapters import normalize, split_records
-from queries.retrieve import Retriever
 from tests.fake_openai import FakeOpenAI
 from trajgraph import cli
 from trajgraph.errors import ConfigError
+from trajgraph.extractors.base import Stats
+from trajgraph.extractors.llm_client import ChatClient
+from trajgraph.graph import governance
+from trajgraph.graph.embedders import HashEmbedder, LocalEmbedder
+from trajgraph.pipelines import ingest
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.queries.retrieve import Retriever
 from trajgraph.settings import LLMSettings, Settings
 
 SYNTHETIC = {

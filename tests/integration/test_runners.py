@@ -32,10 +32,10 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from graph import cypher, governance
-from graph.digest import graph_digest, trajectory_digest
-from pipelines import ingest, runners
-from pipelines.streaming import AssembleTrajectoryFn, Line, parse_event
+from trajgraph.graph import cypher, governance
+from trajgraph.graph.digest import graph_digest, trajectory_digest
+from trajgraph.pipelines import ingest, runners
+from trajgraph.pipelines.streaming import AssembleTrajectoryFn, Line, parse_event
 from trajgraph.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from graph import governance, ids
-from graph.digest import trajectory_digest
-from pipelines import ingest, stream
-from pipelines.adapters import normalize, split_records
+from trajgraph.graph import governance, ids
+from trajgraph.graph.digest import trajectory_digest
+from trajgraph.pipelines import ingest, stream
+from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.settings import Settings
 
 LATENCY_BOUND_S = 5.0  # generous for CI; bench/stream_latency.py reports the real numbers

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from pipelines import ingest
-from queries.why import render_text, why_chain
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
 from trajgraph.errors import ConfigError
+from trajgraph.pipelines import ingest
+from trajgraph.queries.why import render_text, why_chain
 
 
 @pytest.fixture

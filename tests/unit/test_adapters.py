@@ -18,10 +18,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.adapters import FORMATS, OversizeRecord, normalize, split_records
-from pipelines.adapters.base import RawRecord
-from schemas.trajectory import to_arrow, validate
 from trajgraph.errors import ConfigError, InputError
+from trajgraph.pipelines.adapters import FORMATS, OversizeRecord, normalize, split_records
+from trajgraph.pipelines.adapters.base import RawRecord
+from trajgraph.schemas.trajectory import to_arrow, validate
 
 SWE = "swe-agent/pydicom__pydicom-1458.traj"
 MINI = "mini-swe-agent/django__django-16255.traj.json"
@@ -407,7 +407,7 @@ def test_id_falls_back_to_file_stem():
 
 
 def test_formats_match_schema_enum():
-    from schemas.trajectory import json_schema
+    from trajgraph.schemas.trajectory import json_schema
 
     enum = json_schema()["properties"]["format"]["enum"]
     assert set(FORMATS) <= set(enum)

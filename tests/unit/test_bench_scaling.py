@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.scaling import write_episodes
-from pipelines.adapters import normalize, split_records
+from trajgraph.pipelines.adapters import normalize, split_records
 
 
 def test_episode_files_hold_the_turns_they_claim(tmp_path: Path) -> None:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from extractors import get_extractor
-from extractors.base import verbatim_violations
-from pipelines.adapters import normalize, split_records
-from pipelines.windows import build_windows
-from schemas.trajectory import ARROW_SCHEMA, TURN_ARROW_TYPE, json_schema
+from trajgraph.extractors import get_extractor
+from trajgraph.extractors.base import verbatim_violations
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.pipelines.windows import build_windows
+from trajgraph.schemas.trajectory import ARROW_SCHEMA, TURN_ARROW_TYPE, json_schema
 
 
 def test_arrow_schema_matches_the_json_schema() -> None:

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pipelines import ingest as ingest_mod
-from pipelines import stream as stream_mod
 from trajgraph import cli
+from trajgraph.pipelines import ingest as ingest_mod
+from trajgraph.pipelines import stream as stream_mod
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -317,11 +317,14 @@ def test_dockerfile_copies_exist_and_are_not_dockerignored() -> None:
             assert (REPO / source).exists(), f"line {i.line}: COPY source {source} does not exist"
             assert not docker_ignored(source), f"line {i.line}: .dockerignore excludes {source}"
             copied.add(source.rstrip("/"))
-    # Everything `pip install .` needs: the metadata, the readme it names, every package folder.
+    # Everything `pip install .` needs: the metadata, the readme it names, the trajgraph package
+    # and every stage folder linked into it (trajgraph/graph -> ../graph, ...).
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
-    needed = {"pyproject.toml", project["project"]["readme"]}
-    needed |= {p.split(".")[0] for p in project["tool"]["setuptools"]["packages"]}
+    needed = {"pyproject.toml", project["project"]["readme"], "trajgraph"}
+    links = [p for p in (REPO / "trajgraph").iterdir() if p.is_symlink()]
+    assert links, "no stage folders are linked into trajgraph/"
+    needed |= {p.resolve().relative_to(REPO).as_posix() for p in links}
     assert needed <= copied, f"not copied into the image: {sorted(needed - copied)}"
 
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from bench.eval import by_horizon, load_episodes, markdown, plot
-from bench.judge import Judge
-from extractors.base import Stats
-from extractors.llm_client import ChatClient
 from tests.fake_openai import FakeOpenAI
 from trajgraph.errors import TrajgraphError
+from trajgraph.evaluation.harness import by_horizon, load_episodes, markdown, plot
+from trajgraph.evaluation.judge import Judge
+from trajgraph.extractors.base import Stats
+from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.settings import LLMSettings
 
 

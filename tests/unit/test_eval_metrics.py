@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bench.eval import bm25, coverage, long_context, needle_recall, table
-from bench.synthetic import generate
-from pipelines.tokens import count_tokens
+from trajgraph.evaluation.harness import bm25, coverage, long_context, needle_recall, table
+from trajgraph.evaluation.synthetic import generate
+from trajgraph.pipelines.tokens import count_tokens
 
 
 def test_needle_recall_and_coverage() -> None:

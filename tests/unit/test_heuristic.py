@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from extractors import get_extractor
-from extractors.base import Extractor, verbatim_violations
-from extractors.heuristic import MAX_OBJECTS, MAX_STATES, HeuristicExtractor, occurs
-from extractors.identifiers import command_line, find_identifiers
-from extractors.merge import merge
-from pipelines.windows import Window, build_windows
-from schemas.extraction import ObjectItem, StateItem, WindowExtraction
 from trajgraph.errors import ConfigError
+from trajgraph.extractors import get_extractor
+from trajgraph.extractors.base import Extractor, verbatim_violations
+from trajgraph.extractors.heuristic import MAX_OBJECTS, MAX_STATES, HeuristicExtractor, occurs
+from trajgraph.extractors.identifiers import command_line, find_identifiers
+from trajgraph.extractors.merge import merge
+from trajgraph.pipelines.windows import Window, build_windows
+from trajgraph.schemas.extraction import ObjectItem, StateItem, WindowExtraction
 
 EX = HeuristicExtractor()
 

@@ -12,17 +12,17 @@ from typing import Any
 import jsonschema
 import pytest
 
-from extractors import get_extractor, resolve
-from extractors.base import Stats
-from extractors.llm import LLMExtractor
-from extractors.llm_client import ChatClient, retry_after
-from extractors.llm_prompt import SYSTEM, build_request, pack
-from extractors.llm_reply import InvalidReply, filter_reply, parse_reply
-from extractors.merge import merge
-from pipelines.windows import build_windows
-from schemas.extraction import ExtractionReply, reply_json_schema
 from tests.fake_openai import FakeOpenAI
 from trajgraph.errors import ConfigError, LLMError
+from trajgraph.extractors import get_extractor, resolve
+from trajgraph.extractors.base import Stats
+from trajgraph.extractors.llm import LLMExtractor
+from trajgraph.extractors.llm_client import ChatClient, retry_after
+from trajgraph.extractors.llm_prompt import SYSTEM, build_request, pack
+from trajgraph.extractors.llm_reply import InvalidReply, filter_reply, parse_reply
+from trajgraph.extractors.merge import merge
+from trajgraph.pipelines.windows import build_windows
+from trajgraph.schemas.extraction import ExtractionReply, reply_json_schema
 from trajgraph.settings import LLMSettings, load
 
 TRAJ: dict[str, Any] = {

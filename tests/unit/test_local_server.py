@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from graph import local_server as ls
 from trajgraph.errors import ServerError
+from trajgraph.graph import local_server as ls
 from trajgraph.settings import LocalServerSettings, Neo4jSettings, load
 
 

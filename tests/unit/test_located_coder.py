@@ -5,8 +5,8 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.coders import FastPrimitivesCoder
 
-from pipelines.adapters.base import Located
-from pipelines.transforms import LocatedCoder
+from trajgraph.pipelines.adapters.base import Located
+from trajgraph.pipelines.transforms import LocatedCoder
 
 
 def _located() -> Located:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pipelines import manifest as m
-from pipelines.manifest import Manifest, Plan, file_key
 from trajgraph.errors import ConfigError, TrajgraphError
+from trajgraph.pipelines import manifest as m
+from trajgraph.pipelines.manifest import Manifest, Plan, file_key
 
 CFG = "cfg-1"
 

@@ -6,10 +6,10 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from extractors.heuristic import HeuristicExtractor
-from extractors.merge import HORIZON, merge
-from pipelines.windows import build_windows
-from schemas.extraction import (
+from trajgraph.extractors.heuristic import HeuristicExtractor
+from trajgraph.extractors.merge import HORIZON, merge
+from trajgraph.pipelines.windows import build_windows
+from trajgraph.schemas.extraction import (
     AssociationItem,
     CauseItem,
     ObjectItem,
@@ -305,9 +305,9 @@ def test_duplicate_turn_windows_are_ordered_by_content() -> None:
 
 
 def test_an_edit_between_two_runs_causes_the_changed_result() -> None:
-    from extractors import get_extractor
-    from pipelines.windows import build_windows
     from trajgraph.demo import sample_trajectory
+    from trajgraph.extractors import get_extractor
+    from trajgraph.pipelines.windows import build_windows
 
     traj = {**sample_trajectory(), "tenant": "default"}
     ex = get_extractor("heuristic")

@@ -15,17 +15,17 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from neo4j.exceptions import ServiceUnavailable
 
-from extractors.llm import LLMExtractor
-from graph.rows import GraphRows
-from pipelines import ingest
-from pipelines.adapters.base import Located
-from pipelines.ingest import IngestSummary
-from pipelines.manifest import file_key
-from pipelines.transforms import BuildGraphRows
-from pipelines.windows import build_windows
 from tests.fake_openai import FakeOpenAI
 from trajgraph.demo import sample_trajectory
 from trajgraph.errors import ConfigError, GraphError, InputError
+from trajgraph.extractors.llm import LLMExtractor
+from trajgraph.graph.rows import GraphRows
+from trajgraph.pipelines import ingest
+from trajgraph.pipelines.adapters.base import Located
+from trajgraph.pipelines.ingest import IngestSummary
+from trajgraph.pipelines.manifest import file_key
+from trajgraph.pipelines.transforms import BuildGraphRows
+from trajgraph.pipelines.windows import build_windows
 from trajgraph.settings import LLMSettings
 
 

@@ -10,10 +10,10 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from graph.rows import GraphRows
-from pipelines.adapters.base import RawRecord
-from pipelines.transforms import BuildGraphRows, NormalizeTrajectories, ReadLogRecords
 from trajgraph.demo import DEMO_ID, sample_trajectory
+from trajgraph.graph.rows import GraphRows
+from trajgraph.pipelines.adapters.base import RawRecord
+from trajgraph.pipelines.transforms import BuildGraphRows, NormalizeTrajectories, ReadLogRecords
 
 
 def _line(obj: Any) -> bytes:

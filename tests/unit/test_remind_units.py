@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.tokens import count_tokens
-from queries.actions import (
+from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.queries.actions import (
     canonical,
     is_read_only,
     near_identical,
@@ -21,10 +21,10 @@ from queries.actions import (
     used_values,
     verdict,
 )
-from queries.brief import brief_of, failure_groups
-from queries.llm_remind import parse_reply, reply_schema
-from queries.memory import EVERYTHING, CurrentState, Result, TurnRecord
-from queries.remind import offline_findings, remind_with
+from trajgraph.queries.brief import brief_of, failure_groups
+from trajgraph.queries.llm_remind import parse_reply, reply_schema
+from trajgraph.queries.memory import EVERYTHING, CurrentState, Result, TurnRecord
+from trajgraph.queries.remind import offline_findings, remind_with
 
 
 def rec(turn: int, action: str, *results: tuple[str, str, str, str]) -> TurnRecord:

@@ -8,7 +8,9 @@ import re
 
 import pytest
 
-from graph.embedders import (
+from tests.fake_openai import FakeOpenAI
+from trajgraph.errors import ConfigError
+from trajgraph.graph.embedders import (
     HashEmbedder,
     LocalEmbedder,
     OpenAIEmbedder,
@@ -17,12 +19,10 @@ from graph.embedders import (
     get_embedder,
     turn_text,
 )
-from pipelines.tokens import count_tokens
-from queries import router
-from queries.retrieve import Evidence, lucene_query, render_context
-from queries.sandbox import run_python
-from tests.fake_openai import FakeOpenAI
-from trajgraph.errors import ConfigError
+from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.queries import router
+from trajgraph.queries.retrieve import Evidence, lucene_query, render_context
+from trajgraph.queries.sandbox import run_python
 from trajgraph.settings import EmbedderSettings, LLMSettings, load
 
 

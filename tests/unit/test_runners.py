@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
-from pipelines import runners
 from trajgraph.errors import ConfigError, RunnerError
+from trajgraph.pipelines import runners
 from trajgraph.settings import LocalServerSettings, Settings
 
 BEAM = runners.BEAM_VERSION

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from queries import sandbox
-from queries.sandbox import SandboxLimits, SandboxResult, run_python
+from trajgraph.queries import sandbox
+from trajgraph.queries.sandbox import SandboxLimits, SandboxResult, run_python
 
 TIGHT = SandboxLimits(cpu_seconds=1.0, wall_seconds=3.0, memory_mb=128)
 ACTIONS = [

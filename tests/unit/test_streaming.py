@@ -13,14 +13,14 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.streaming import (
+from trajgraph.errors import InputError
+from trajgraph.pipelines.streaming import (
     AssembleTrajectoryFn,
     Line,
     apply_event,
     parse_event,
     trajectory_of,
 )
-from trajgraph.errors import InputError
 
 
 def ev(idx: int | None = None, tid: str = "t1", **extra: Any) -> dict[str, Any]:

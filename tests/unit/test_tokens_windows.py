@@ -8,16 +8,16 @@ import re
 import pytest
 import tiktoken
 
-from pipelines import tokens
-from pipelines.tokens import count_tokens, fit_head_tail, get_encoding
-from pipelines.windows import (
+from trajgraph.errors import ConfigError
+from trajgraph.pipelines import tokens
+from trajgraph.pipelines.tokens import count_tokens, fit_head_tail, get_encoding
+from trajgraph.pipelines.windows import (
     MIN_BUDGET_TOKENS,
     Window,
     build_windows,
     render_window,
     split_budget,
 )
-from trajgraph.errors import ConfigError
 
 MARKER = re.compile(r"\n\[\.\.\. trajgraph: (\d+) tokens omitted \.\.\.\]\n")
 

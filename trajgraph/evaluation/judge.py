@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.extraction import strict_json_schema
+from trajgraph.schemas.extraction import strict_json_schema
 
 log = logging.getLogger(__name__)
 

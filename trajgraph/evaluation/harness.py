@@ -31,14 +31,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from graph import governance
-from graph.connection import open_driver
-from graph.embedders import get_embedder
-from pipelines import ingest
-from pipelines.tokens import count_tokens, fit_head_tail
-from queries.retrieve import Retriever
 from trajgraph import settings as settings_mod
 from trajgraph.errors import TrajgraphError
+from trajgraph.graph import governance
+from trajgraph.graph.connection import open_driver
+from trajgraph.graph.embedders import get_embedder
+from trajgraph.pipelines import ingest
+from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
+from trajgraph.queries.retrieve import Retriever
 
 TRAJGRAPH_MODES = ("auto", "embedding", "graph", "keyword")
 BASELINES = ("long_context", "bm25", "embedding_topk")
@@ -390,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
     settings = settings_mod.load()
     if args.synthetic:
-        from bench.synthetic import generate
+        from trajgraph.evaluation.synthetic import generate
 
         seeds = range(args.first_seed, args.first_seed + args.seeds)
         episodes = [generate(s, h) for h in args.horizons for s in seeds]
@@ -403,8 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"unknown method(s): {', '.join(sorted(unknown))}")
     judge = None
     if args.judge:
-        from bench.judge import Judge
-        from extractors.llm_client import optional_chat_client
+        from trajgraph.evaluation.judge import Judge
+        from trajgraph.extractors.llm_client import optional_chat_client
 
         client = optional_chat_client(settings.llm)
         if client is None:
