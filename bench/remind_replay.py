@@ -51,7 +51,7 @@ from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.pipelines import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.queries.actions import (
+from trajgraph.queries.memory.actions import (
     Canon,
     assignments,
     canonical,
@@ -65,9 +65,9 @@ from trajgraph.queries.actions import (
     used_values,
     writes_path,
 )
-from trajgraph.queries.brief import brief_of
-from trajgraph.queries.memory import Memory
-from trajgraph.queries.remind import remind_with
+from trajgraph.queries.memory.brief import brief_of
+from trajgraph.queries.memory.remind import remind_with
+from trajgraph.queries.memory.store import Memory
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "trajectories"
 

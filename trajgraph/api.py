@@ -25,10 +25,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trajgraph.auth import tenant_for
 from trajgraph.errors import ConfigError, GraphError, TrajgraphError
-from trajgraph.queries import brief as brief_mod
-from trajgraph.queries.memory import MAX_TURN
-from trajgraph.queries.remind import MAX_ACTION_CHARS
-from trajgraph.queries.retrieve import MAX_BUDGET, MAX_DEPTH, MAX_K
+from trajgraph.queries.memory import brief as brief_mod
+from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
+from trajgraph.queries.memory.store import MAX_TURN
+from trajgraph.queries.retrieval.engine import MAX_BUDGET, MAX_DEPTH, MAX_K
 from trajgraph.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     async def chain_of(
         request: Request, tenant: str, trajectory: str, turn: int, depth: int
     ) -> list[dict[str, Any]]:
-        from trajgraph.queries.why import why_chain
+        from trajgraph.queries.why.chain import why_chain
 
         s = svc(request)
         return await _bounded(
@@ -270,7 +270,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         depth: int = Query(default=3, ge=1, le=MAX_DEPTH),
     ) -> HTMLResponse:
         """The why-chain drawn as a graph: one self-contained page, no external assets."""
-        from trajgraph.queries.why_render import render_html
+        from trajgraph.queries.why.render import render_html
 
         chain = await chain_of(request, tenant, trajectory, turn, depth)
         page = render_html(chain, trajectory=trajectory, target=f"turn {turn}", depth=depth)
@@ -318,7 +318,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     ) -> dict[str, Any]:
         """Before an action: a short reminder grounded in the graph, with the turns it cites,
         or `{"reminder": null}` (the usual answer)."""
-        from trajgraph.queries.remind import remind as remind_fn
+        from trajgraph.queries.memory.remind import remind as remind_fn
 
         s = svc(request)
         result = await _bounded(
@@ -362,7 +362,7 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 def _build_services(settings: Settings) -> Services:
     from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.retrieve import build_retriever
+    from trajgraph.queries.retrieval.engine import build_retriever
 
     driver = open_driver(settings.neo4j)
     return Services(settings, driver, build_retriever(settings, driver))

@@ -252,7 +252,7 @@ def _neo4j(action: str, settings: settings_mod.Settings) -> int:
 
 def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.why import render_text, why_chain
+    from trajgraph.queries.why.chain import render_text, why_chain
 
     with open_driver(settings.neo4j) as driver:
         chain = why_chain(
@@ -270,7 +270,7 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     elif args.format == "text":
         print(render_text(chain, trajectory=args.trajectory, target=target, depth=args.depth))
     else:
-        from trajgraph.queries import why_render
+        from trajgraph.queries.why import render as why_render
 
         if args.format == "mermaid":
             print(why_render.render_mermaid(chain, trajectory=args.trajectory, target=target))
@@ -287,7 +287,7 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.retrieve import build_retriever
+    from trajgraph.queries.retrieval.engine import build_retriever
 
     driver = open_driver(settings.neo4j)
     engine = build_retriever(settings, driver)
@@ -320,7 +320,7 @@ def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
 def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.brief import build_brief
+    from trajgraph.queries.memory.brief import build_brief
 
     with open_driver(settings.neo4j) as driver:
         result = build_brief(
@@ -341,7 +341,7 @@ def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 def _remind(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     from trajgraph.extractors.llm_client import optional_chat_client
     from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.remind import remind
+    from trajgraph.queries.memory.remind import remind
 
     llm = optional_chat_client(settings.llm)
     driver = open_driver(settings.neo4j)

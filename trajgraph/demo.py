@@ -83,7 +83,7 @@ def run(settings: Settings, *, start_server: bool = True) -> int:
     from trajgraph.graph import local_server
     from trajgraph.graph.connection import open_driver
     from trajgraph.pipelines import ingest
-    from trajgraph.queries.why import render_text, why_chain
+    from trajgraph.queries.why.chain import render_text, why_chain
 
     if start_server:
         st = local_server.start(settings.neo4j, settings.local)

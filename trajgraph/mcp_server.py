@@ -21,8 +21,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from trajgraph.auth import tenant_for
 from trajgraph.errors import ConfigError, TrajgraphError
-from trajgraph.queries import brief as brief_mod
-from trajgraph.queries.retrieve import MAX_BUDGET, MAX_DEPTH, MAX_K, Retriever
+from trajgraph.queries.memory import brief as brief_mod
+from trajgraph.queries.retrieval.engine import MAX_BUDGET, MAX_DEPTH, MAX_K, Retriever
 from trajgraph.settings import Settings
 
 INSTRUCTIONS = """\
@@ -89,7 +89,7 @@ def build_server(settings: Settings, retriever: Retriever, *, stdio_tenant: str)
         "chain (actions and states, with turn numbers and identifiers), up to `depth` hops."
     )
     async def why(ctx: Context, trajectory: str, turn: int, depth: int = 3) -> dict[str, Any]:
-        from trajgraph.queries.why import why_chain
+        from trajgraph.queries.why.chain import why_chain
 
         t = tenant(ctx)
         chain = await call(
@@ -177,7 +177,7 @@ def build_server(settings: Settings, retriever: Retriever, *, stdio_tenant: str)
     async def remind(
         ctx: Context, trajectory: str, next_action: str, before_turn: int | None = None
     ) -> dict[str, Any]:
-        from trajgraph.queries.remind import remind as remind_fn
+        from trajgraph.queries.memory.remind import remind as remind_fn
 
         t = tenant(ctx)
         result = await call(
@@ -249,7 +249,7 @@ class RequireBearer:
 
 def run(settings: Settings, *, transport: str, host: str, port: int, tenant: str) -> None:
     from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.retrieve import build_retriever
+    from trajgraph.queries.retrieval.engine import build_retriever
 
     driver = open_driver(settings.neo4j)
     retriever = build_retriever(settings, driver)

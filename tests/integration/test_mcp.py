@@ -28,7 +28,7 @@ from trajgraph.graph import governance
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.mcp_server import RequireBearer, build_server
 from trajgraph.pipelines import ingest
-from trajgraph.queries.retrieve import Retriever
+from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import Settings
 
 TRAJ = {

@@ -20,9 +20,9 @@ from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph import governance
 from trajgraph.pipelines import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.queries.brief import build_brief
-from trajgraph.queries.memory import Memory
-from trajgraph.queries.remind import remind
+from trajgraph.queries.memory.brief import build_brief
+from trajgraph.queries.memory.remind import remind
+from trajgraph.queries.memory.store import Memory
 from trajgraph.settings import LLMSettings, Settings
 
 PYDICOM = "pydicom__pydicom-1458"

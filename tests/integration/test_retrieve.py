@@ -20,7 +20,7 @@ from trajgraph.graph import governance
 from trajgraph.graph.embedders import HashEmbedder, LocalEmbedder
 from trajgraph.pipelines import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.queries.retrieve import Retriever
+from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import LLMSettings, Settings
 
 SYNTHETIC = {

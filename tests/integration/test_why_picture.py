@@ -20,8 +20,8 @@ import pytest
 
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
 from trajgraph.pipelines import ingest
-from trajgraph.queries.why import why_chain
-from trajgraph.queries.why_render import render_html
+from trajgraph.queries.why.chain import why_chain
+from trajgraph.queries.why.render import render_html
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"

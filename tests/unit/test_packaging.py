@@ -28,9 +28,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         else:
             shutil.copy2(path, src / name)
     out = tmp_path_factory.mktemp("dist")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["--disable-pip-version-check", "-w", str(out), str(src)],
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
         capture_output=True,
         text=True,
         timeout=300,

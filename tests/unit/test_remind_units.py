@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from trajgraph.pipelines.tokens import count_tokens
-from trajgraph.queries.actions import (
+from trajgraph.queries.memory.actions import (
     canonical,
     is_read_only,
     near_identical,
@@ -21,10 +21,10 @@ from trajgraph.queries.actions import (
     used_values,
     verdict,
 )
-from trajgraph.queries.brief import brief_of, failure_groups
-from trajgraph.queries.llm_remind import parse_reply, reply_schema
-from trajgraph.queries.memory import EVERYTHING, CurrentState, Result, TurnRecord
-from trajgraph.queries.remind import offline_findings, remind_with
+from trajgraph.queries.memory.brief import brief_of, failure_groups
+from trajgraph.queries.memory.llm_remind import parse_reply, reply_schema
+from trajgraph.queries.memory.remind import offline_findings, remind_with
+from trajgraph.queries.memory.store import EVERYTHING, CurrentState, Result, TurnRecord
 
 
 def rec(turn: int, action: str, *results: tuple[str, str, str, str]) -> TurnRecord:

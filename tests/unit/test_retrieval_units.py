@@ -20,8 +20,8 @@ from trajgraph.graph.embedders import (
     turn_text,
 )
 from trajgraph.pipelines.tokens import count_tokens
-from trajgraph.queries import router
-from trajgraph.queries.retrieve import Evidence, lucene_query, render_context
+from trajgraph.queries.retrieval import router
+from trajgraph.queries.retrieval.engine import Evidence, lucene_query, render_context
 from trajgraph.queries.sandbox import run_python
 from trajgraph.settings import EmbedderSettings, LLMSettings, load
 

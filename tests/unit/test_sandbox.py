@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -319,7 +320,7 @@ os._exit(0)
 
 def test_child_hardening_refuses_escapes_even_past_restrictedpython(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _HARDENED_PROBE, sandbox.__file__],
+        [sys.executable, "-c", _HARDENED_PROBE, sandbox.runner.CHILD_FILE],
         capture_output=True,
         cwd=tmp_path,
         timeout=10,
@@ -337,3 +338,17 @@ def test_child_hardening_refuses_escapes_even_past_restrictedpython(tmp_path: Pa
     if os.geteuid() == 0:
         assert outcomes["euid"] != 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_child_loads_a_small_self_contained_module() -> None:
+    """The locked-down process loads child.py alone: no trajgraph, no subprocess or threads."""
+    tree = ast.parse(Path(sandbox.runner.CHILD_FILE).read_text("utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    allowed = set(sys.stdlib_module_names) | {"RestrictedPython"}
+    assert imported <= allowed, imported - allowed
+    assert not imported & {"trajgraph", "subprocess", "threading", "selectors", "tempfile"}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from trajgraph.queries.why_render import (
+from trajgraph.queries.why.render import (
     BOX_W,
     DETAIL_CHARS,
     IDENT_LINES,

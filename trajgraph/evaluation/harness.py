@@ -38,7 +38,7 @@ from trajgraph.graph.connection import open_driver
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.pipelines import ingest
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
-from trajgraph.queries.retrieve import Retriever
+from trajgraph.queries.retrieval.engine import Retriever
 
 TRAJGRAPH_MODES = ("auto", "embedding", "graph", "keyword")
 BASELINES = ("long_context", "bm25", "embedding_topk")

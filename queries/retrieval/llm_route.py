@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 
 from trajgraph.errors import LLMError
-from trajgraph.queries import router
+from trajgraph.queries.retrieval import router
 from trajgraph.schemas.extraction import strict_json_schema
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trajgraph.errors import LLMError
 from trajgraph.extractors.identifiers import find_identifiers
 from trajgraph.extractors.llm_prompt import data_nonce, isolate
-from trajgraph.queries.actions import (
+from trajgraph.queries.memory.actions import (
     assignments,
     canonical,
     canonical_command,
@@ -31,9 +31,9 @@ from trajgraph.queries.actions import (
     similarity,
     verdict,
 )
-from trajgraph.queries.brief import brief_of
-from trajgraph.queries.memory import Memory, TurnRecord
-from trajgraph.queries.remind import Finding, Reminder, from_findings
+from trajgraph.queries.memory.brief import brief_of
+from trajgraph.queries.memory.findings import Finding, Reminder, from_findings
+from trajgraph.queries.memory.store import Memory, TurnRecord
 from trajgraph.schemas.extraction import strict_json_schema
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,14 @@ import neo4j
 
 from trajgraph.errors import ConfigError
 from trajgraph.pipelines.tokens import count_tokens, encode, get_encoding
-from trajgraph.queries.actions import first_line, same_action
-from trajgraph.queries.memory import CurrentState, Memory, TurnRecord, is_exit_note, open_memory
+from trajgraph.queries.memory.actions import first_line, same_action
+from trajgraph.queries.memory.store import (
+    CurrentState,
+    Memory,
+    TurnRecord,
+    is_exit_note,
+    open_memory,
+)
 
 DEFAULT_BUDGET = 400
 MIN_BUDGET = 60

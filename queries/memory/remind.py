@@ -22,14 +22,13 @@ JSON (queries/llm_remind.py); an invalid reply falls back to the rules.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import neo4j
 
 from trajgraph.errors import ConfigError
 from trajgraph.extractors.identifiers import find_identifiers
-from trajgraph.queries.actions import (
+from trajgraph.queries.memory.actions import (
     NEAR_IDENTICAL,
     Canon,
     assignments,
@@ -46,33 +45,13 @@ from trajgraph.queries.actions import (
     verdict,
     writes_path,
 )
-from trajgraph.queries.memory import Memory, TurnRecord, open_memory
+from trajgraph.queries.memory.findings import Finding, Reminder, from_findings
+from trajgraph.queries.memory.llm_remind import ask_llm
+from trajgraph.queries.memory.store import Memory, TurnRecord, open_memory
 
 MAX_ACTION_CHARS = 20_000
 _VAGUE_VALUES = frozenset({"null", "none", "true", "false", "nil", "undefined", ""})
 ACTION_CHARS = 80
-
-
-@dataclass
-class Finding:
-    """What one rule found: the reminder text and the turns it cites."""
-
-    rule: str
-    text: str
-    cites: list[int]
-
-
-@dataclass
-class Reminder:
-    trajectory: str
-    before_turn: int | None
-    reminder: str | None
-    cites: list[int] = field(default_factory=list)
-    rule: str | None = None
-    source: str = "rules"  # rules | llm | rules (LLM reply invalid: ...)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def check_action(next_action: str) -> None:
@@ -102,17 +81,8 @@ def remind(
 def remind_with(memory: Memory, next_action: str, *, llm: Any = None) -> Reminder:
     findings = offline_findings(memory, next_action)
     if llm is not None:
-        from trajgraph.queries.llm_remind import ask_llm
-
         return ask_llm(llm, memory, next_action, findings)
     return from_findings(memory, findings)
-
-
-def from_findings(memory: Memory, findings: list[Finding], source: str = "rules") -> Reminder:
-    if not findings:
-        return Reminder(memory.trajectory, memory.before_turn, None, [], None, source)
-    f = findings[0]
-    return Reminder(memory.trajectory, memory.before_turn, f.text, f.cites, f.rule, source)
 
 
 def offline_findings(memory: Memory, next_action: str) -> list[Finding]:

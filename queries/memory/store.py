@@ -19,7 +19,7 @@ from neo4j.exceptions import Neo4jError
 
 from trajgraph.errors import ConfigError, GraphError
 from trajgraph.graph import cypher, ids
-from trajgraph.queries.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
+from trajgraph.queries.memory.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString

@@ -31,7 +31,7 @@ from trajgraph.graph import cypher, ids
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
-from trajgraph.queries import router
+from trajgraph.queries.retrieval import router
 from trajgraph.settings import Settings
 
 if TYPE_CHECKING:
@@ -299,7 +299,7 @@ class _Run:
     ) -> router.Route:
         if self._llm is None:
             return router.rule_route(question, has_trajectory=has_trajectory)
-        from trajgraph.queries.llm_route import ask_router
+        from trajgraph.queries.retrieval.llm_route import ask_router
 
         return ask_router(self._llm, question, self._hydrate(found), has_trajectory)
 
