@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from trajgraph.errors import ConfigError, LLMError
+from trajgraph.errors import ConfigError, LLMError, LLMReplyError
 from trajgraph.extractors.base import ExtractionBatch, Stats, WindowByWindow
 from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.extractors.llm_cache import ExtractionCache, cache_key
-from trajgraph.extractors.llm_client import ChatClient, ChatReply
+from trajgraph.extractors.llm_client import ChatClient, ChatReply, reply_text
 from trajgraph.extractors.llm_prompt import (
     PROMPT_VERSION,
     Request,
@@ -34,7 +34,7 @@ from trajgraph.extractors.llm_prompt import (
     repair_messages,
     response_format,
 )
-from trajgraph.extractors.llm_reply import InvalidReply, filter_reply, parse_reply
+from trajgraph.extractors.llm_reply import filter_reply, parse_reply
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.pipelines.windows import Window
 from trajgraph.schemas.extraction import WindowExtraction
@@ -234,16 +234,16 @@ class LLMExtractor(WindowByWindow):
         if reply.finish_reason == "length" and len(request.windows) > 1:
             return self._split(request, trajectory_turns)  # the reply was cut off
         try:
-            parsed = parse_reply(_content(reply))
-        except InvalidReply as first:
+            parsed = parse_reply(reply_text(reply))
+        except LLMReplyError as first:
             self.stats.inc("llm_repairs")
             fmt = response_format(self._mode)
             repair = repair_messages(msgs, reply.content or "", str(first))
             again = self._client.complete(repair, fmt)
             self._account(repair, fmt, again)
             try:
-                parsed = parse_reply(_content(again))
-            except InvalidReply as second:
+                parsed = parse_reply(reply_text(again))
+            except LLMReplyError as second:
                 log.warning("reply for turns %s invalid after repair: %s", request.turns, second)
                 return {t: f"invalid after repair: {second}" for t in request.turns}
         filtered = filter_reply(parsed, request.windows, trajectory_turns, self.label)
@@ -302,9 +302,3 @@ class LLMExtractor(WindowByWindow):
     @property
     def mode(self) -> str:
         return self._mode
-
-
-def _content(reply: ChatReply) -> str | None:
-    if reply.refusal:
-        raise InvalidReply(f"the model refused: {reply.refusal}")
-    return reply.content

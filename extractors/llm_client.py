@@ -7,6 +7,7 @@ errors. Never retried: any other 4xx, which would fail the same way again.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -15,13 +16,16 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
+import jsonschema
 import openai
+import pydantic
 
-from trajgraph.errors import LLMError
+from trajgraph.errors import LLMError, LLMReplyError
 from trajgraph.extractors.base import Stats
 from trajgraph.settings import LLMSettings
 
 T = TypeVar("T")
+M = TypeVar("M", bound=pydantic.BaseModel)
 BACKOFF_BASE_S = 0.5
 # The same request fails the same way for these: stop asking (the key, the model, the account).
 FATAL_STATUSES = frozenset({401, 403, 404})
@@ -133,6 +137,29 @@ class ChatClient:
         return self._rng.uniform(0, min(self._settings.max_backoff_s, BACKOFF_BASE_S * 2**attempt))
 
 
+def reply_text(reply: ChatReply) -> str | None:
+    """The reply's content; LLMReplyError when the model refused to answer."""
+    if reply.refusal:
+        raise LLMReplyError(f"the model refused: {reply.refusal}")
+    return reply.content
+
+
+def structured(content: str | None, model: type[M], schema: dict[str, Any]) -> M:
+    """A JSON reply as ``model``, validated against its strict JSON ``schema`` first;
+    LLMReplyError (saying why) when it cannot be used."""
+    try:
+        data = json.loads(content or "")
+    except json.JSONDecodeError as e:
+        raise LLMReplyError(f"not JSON: {e.msg}") from e
+    try:
+        jsonschema.validate(data, schema)
+        return model.model_validate(data)
+    except jsonschema.ValidationError as e:
+        raise LLMReplyError(f"schema: {e.message}") from e
+    except pydantic.ValidationError as e:
+        raise LLMReplyError(f"schema: {e}") from e
+
+
 def optional_chat_client(settings: LLMSettings) -> ChatClient | None:
     """The client for question-time LLM calls (router, reminders, judge) when a model is
     configured; None means the offline rules answer."""
@@ -173,7 +200,7 @@ def _reply(resp: Any) -> ChatReply:
     try:
         choice = resp.choices[0]
     except (AttributeError, IndexError, TypeError) as e:
-        raise LLMError("the LLM server replied without a choice") from e
+        raise LLMReplyError("the LLM server replied without a choice") from e
     usage = getattr(resp, "usage", None)
     return ChatReply(
         content=choice.message.content,

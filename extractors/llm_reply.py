@@ -18,6 +18,7 @@ from functools import lru_cache
 import jsonschema
 from jsonschema.exceptions import best_match
 
+from trajgraph.errors import LLMReplyError
 from trajgraph.extractors.base import find_verbatim, is_verbatim
 from trajgraph.extractors.llm_prompt import PackedWindow
 from trajgraph.schemas.extraction import (
@@ -36,8 +37,9 @@ _QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"")
 MAX_ERROR_CHARS = 400
 
 
-class InvalidReply(ValueError):
-    """The reply is not JSON, or not valid against the reply schema; the message says where."""
+# The old name of LLMReplyError, the one error type of every unusable LLM reply (the extractor
+# asks once for a repair on it; the message says where the reply is not JSON or not valid).
+InvalidReply = LLMReplyError
 
 
 @lru_cache(maxsize=1)
@@ -50,17 +52,17 @@ def _validator() -> jsonschema.protocols.Validator:
 
 def parse_reply(content: str | None) -> ExtractionReply:
     if content is None or not content.strip():
-        raise InvalidReply("the reply is empty")
+        raise LLMReplyError("the reply is empty")
     fenced = _FENCE.match(content)  # json_object servers sometimes wrap JSON in a fence
     text = fenced.group(1) if fenced else content
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InvalidReply(f"the reply is not JSON: {e}") from e
+        raise LLMReplyError(f"the reply is not JSON: {e}") from e
     error = best_match(_validator().iter_errors(data))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        raise InvalidReply(f"at {where}: {error.message}"[:MAX_ERROR_CHARS])
+        raise LLMReplyError(f"at {where}: {error.message}"[:MAX_ERROR_CHARS])
     return ExtractionReply.model_validate(data)
 
 

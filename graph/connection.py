@@ -1,43 +1,121 @@
-"""Open a Neo4j driver from settings and check it answers; vendor errors become GraphError."""
+"""Neo4j drivers from settings, and the one place Neo4j's errors become trajgraph's.
+
+Every statement trajgraph runs (reads, writes, deletes, schema) runs inside
+``graph_errors(...)``: the driver's ``Neo4jError`` (the server failed or refused a statement)
+and ``DriverError`` (``ServiceUnavailable``, ``SessionExpired``, a pool timeout: the server
+is unreachable or was lost) both leave it as ``GraphError``, with the vendor error as its
+cause. Nothing above this module catches a neo4j exception.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import neo4j
-from neo4j.exceptions import AuthError, Neo4jError, ServiceUnavailable
+from neo4j.exceptions import (
+    AuthError,
+    ConfigurationError,
+    DriverError,
+    Neo4jError,
+    ServiceUnavailable,
+    SessionExpired,
+)
 
-from trajgraph.errors import GraphError
+from trajgraph.errors import ConfigError, GraphError, redact
 from trajgraph.settings import Neo4jSettings
 
 
-def open_driver(neo: Neo4jSettings, *, verify: bool = True) -> neo4j.Driver:
+@dataclass(frozen=True)
+class DriverTimeouts:
+    """How long a driver waits for Neo4j before giving up, in seconds."""
+
+    connect_s: float  # one TCP connect and handshake
+    acquire_s: float  # a connection from the pool (includes connecting; must exceed connect_s)
+    retry_s: float  # a managed transaction retried on transient errors and lost connections
+
+
+# The write path (ingest, stream) rides out a Neo4j restart: the driver's defaults.
+WRITE_TIMEOUTS = DriverTimeouts(connect_s=30.0, acquire_s=60.0, retry_s=30.0)
+# The read path answers people and agents waiting on it: a lost server is an error within
+# about a second (then 503 / exit 1), not a request hanging in retries for 30 s. The driver
+# waits about 1 s before its first retry and starts none after retry_s: one retry.
+READ_TIMEOUTS = DriverTimeouts(connect_s=3.0, acquire_s=5.0, retry_s=0.5)
+# Pooled connections idle longer than this are checked before use, so the first request after
+# a Neo4j restart gets a live connection instead of a dead one.
+LIVENESS_CHECK_S = 10.0
+
+
+@contextmanager
+def graph_errors(doing: str) -> Iterator[None]:
+    """Map the neo4j driver's exceptions raised inside to GraphError. ``doing`` names the
+    operation for the message ("retrieval query", "delete", ...)."""
     try:
-        driver = neo4j.GraphDatabase.driver(neo.uri, auth=(neo.user, neo.password))
-        if verify:
-            driver.verify_connectivity()
+        yield
     except AuthError as e:
         raise GraphError(
-            f"Neo4j at {neo.uri} rejected user {neo.user!r}: check NEO4J_PASSWORD"
+            f"{doing} failed: Neo4j rejected the credentials (check NEO4J_USER and "
+            f"NEO4J_PASSWORD): {e.message}"
         ) from e
-    except (ServiceUnavailable, OSError) as e:
-        raise GraphError(
-            f"Neo4j is not reachable at {neo.uri}: start it with `trajgraph neo4j start` "
-            f"or point NEO4J_URI at a running server ({e})"
-        ) from e
-    except (Neo4jError, ValueError) as e:
-        raise GraphError(f"cannot connect to Neo4j at {neo.uri}: {e}") from e
+    except Neo4jError as e:
+        raise GraphError(f"{doing} failed: {e.message}") from e
+    except (ServiceUnavailable, SessionExpired) as e:
+        raise GraphError(f"{doing} failed: Neo4j is unreachable or was lost: {e}") from e
+    except DriverError as e:
+        raise GraphError(f"{doing} failed: {type(e).__name__}: {e}") from e
+
+
+def open_driver(
+    neo: Neo4jSettings, *, verify: bool = True, timeouts: DriverTimeouts = WRITE_TIMEOUTS
+) -> neo4j.Driver:
+    """A driver for ``neo``; with ``verify``, one that has answered (GraphError otherwise)."""
+    uri = redact(neo.uri)
+    try:
+        driver = neo4j.GraphDatabase.driver(
+            neo.uri,
+            auth=(neo.user, neo.password),
+            connection_timeout=timeouts.connect_s,
+            connection_acquisition_timeout=timeouts.acquire_s,
+            max_transaction_retry_time=timeouts.retry_s,
+            liveness_check_timeout=LIVENESS_CHECK_S,
+        )
+    except (ConfigurationError, ValueError) as e:
+        # The driver quotes the URI it was given: say what is wrong without it.
+        raise ConfigError(f"NEO4J_URI {uri} cannot be used: {redact(str(e))}") from None
+    if verify:
+        try:
+            driver.verify_connectivity()
+        except AuthError as e:
+            driver.close()
+            raise GraphError(
+                f"Neo4j at {uri} rejected user {neo.user!r}: check NEO4J_PASSWORD"
+            ) from e
+        except (ServiceUnavailable, SessionExpired, OSError) as e:
+            driver.close()
+            raise GraphError(
+                f"Neo4j is not reachable at {uri}: start it with `trajgraph neo4j start` "
+                f"or point NEO4J_URI at a running server ({e})"
+            ) from e
+        except (Neo4jError, DriverError) as e:
+            driver.close()
+            raise GraphError(f"cannot connect to Neo4j at {uri}: {e}") from e
     return driver
+
+
+def ping(driver: neo4j.Driver) -> None:
+    """Return when Neo4j answers; GraphError otherwise (readiness probes)."""
+    with graph_errors("connecting to Neo4j"):
+        driver.verify_connectivity()
 
 
 def read(
     driver: neo4j.Driver, database: str, statement: str, **params: Any
 ) -> list[dict[str, Any]]:
     """Rows of a read-only statement (routed to readers), as dicts; GraphError on failure."""
-    try:
+    with graph_errors("query"):
         records, _, _ = driver.execute_query(
             statement, params, database_=database, routing_=neo4j.RoutingControl.READ
         )
-    except Neo4jError as e:
-        raise GraphError(f"query failed: {e.message}") from e
     return [r.data() for r in records]

@@ -14,7 +14,7 @@ from typing import Any
 
 import neo4j
 
-from trajgraph.errors import ConfigError
+from trajgraph.errors import NotFoundError
 from trajgraph.graph import cypher, ids
 from trajgraph.graph.connection import read
 
@@ -27,7 +27,7 @@ def trajectory_digest(driver: neo4j.Driver, database: str, tenant: str, trajecto
     uid = ids.trajectory_uid(tenant, trajectory)
     nodes = read(driver, database, cypher.DIGEST_NODES, uid=uid)
     if not nodes:
-        raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
+        raise NotFoundError("trajectory", trajectory, tenant=tenant)
     rels = read(driver, database, cypher.DIGEST_RELATIONSHIPS, uid=uid)
     return _hash(nodes, rels)
 

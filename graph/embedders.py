@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from trajgraph.errors import ConfigError, LLMError
+from trajgraph.errors import ConfigError, LLMError, LLMReplyError
 from trajgraph.settings import EmbedderSettings
 
 LOCAL_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -143,11 +143,15 @@ class OpenAIEmbedder:
             raise LLMError(f"embedding failed: {e}", status=e.status, fatal=e.fatal) from e
         vectors = [_normalized(list(d.embedding)) for d in sorted(resp.data, key=lambda d: d.index)]
         if len(vectors) != len(texts):
-            raise LLMError(f"the embeddings server returned {len(vectors)} of {len(texts)} vectors")
+            raise LLMReplyError(
+                f"the embeddings server returned {len(vectors)} of {len(texts)} vectors"
+            )
         if not self.dim:
             self.dim = len(vectors[0])
         if any(len(v) != self.dim for v in vectors):
-            raise LLMError(f"the embeddings server returned vectors not of dimension {self.dim}")
+            raise LLMReplyError(
+                f"the embeddings server returned vectors not of dimension {self.dim}"
+            )
         return vectors
 
     def close(self) -> None:

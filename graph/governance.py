@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import neo4j
-from neo4j.exceptions import Neo4jError
 
-from trajgraph.errors import ConfigError, GraphError
+from trajgraph.errors import NotFoundError
 from trajgraph.graph import cypher
-from trajgraph.graph.connection import read
+from trajgraph.graph.connection import graph_errors, read
 
 BATCH = 10_000
 
@@ -28,14 +27,14 @@ class Deleted:
 def delete_trajectory(driver: neo4j.Driver, database: str, tenant: str, trajectory: str) -> Deleted:
     rows = read(driver, database, cypher.TRAJECTORY_BY_ID, tenant=tenant, id=trajectory)
     if not rows:
-        raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
+        raise NotFoundError("trajectory", trajectory, tenant=tenant)
     return _delete_all(driver, database, rows)
 
 
 def delete_source(driver: neo4j.Driver, database: str, tenant: str, source: str) -> Deleted:
     rows = read(driver, database, cypher.TRAJECTORIES_OF_SOURCE, tenant=tenant, source=source)
     if not rows:
-        raise ConfigError(f"no trajectory from source {source!r} in tenant {tenant!r}")
+        raise NotFoundError("trajectory from source", source, tenant=tenant)
     return _delete_all(driver, database, rows)
 
 
@@ -65,8 +64,6 @@ def _delete_all(driver: neo4j.Driver, database: str, rows: list[dict[str, str]])
 
 
 def _write(driver: neo4j.Driver, database: str, statement: str, **params: object) -> int:
-    try:
+    with graph_errors("delete"):
         records, _, _ = driver.execute_query(statement, params, database_=database)
-    except Neo4jError as e:
-        raise GraphError(f"delete failed: {e.message}") from e
     return int(records[0]["n"]) if records else 0

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import neo4j
-from neo4j.exceptions import DriverError, Neo4jError
 
-from trajgraph.errors import ConfigError, GraphError
+from trajgraph.errors import ConfigError
 from trajgraph.graph import cypher
+from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.rows import ROW_KINDS, GraphRows
 
 STATEMENTS: dict[str, str] = {
@@ -37,11 +37,9 @@ assert set(STATEMENTS) == set(ROW_KINDS)
 
 
 def ensure_schema(driver: neo4j.Driver, database: str) -> None:
-    try:
+    with graph_errors("creating constraints and indexes"):
         for statement in (*cypher.SCHEMA, *cypher.FULLTEXT):
             driver.execute_query(statement, database_=database)
-    except Neo4jError as e:
-        raise GraphError(f"could not create constraints and indexes: {e.message}") from e
 
 
 def ensure_embedding_space(driver: neo4j.Driver, database: str, model: str, dim: int) -> None:
@@ -50,24 +48,23 @@ def ensure_embedding_space(driver: neo4j.Driver, database: str, model: str, dim:
     Vectors of two models (or two sizes) in one index give garbage similarities without any
     error, so a mismatch is refused here, with what to do about it.
     """
-    try:
+    with graph_errors("creating the vector indexes"):
         claimed = driver.execute_query(
             cypher.CLAIM_EMBEDDING_SPACE, model=model, dim=dim, database_=database
         ).records[0]
-        if (claimed["model"], claimed["dim"]) != (model, dim):
-            raise ConfigError(
-                f"the graph's embeddings were made by {claimed['model']} (dimension "
-                f"{claimed['dim']}), but the configured embedder is {model} (dimension {dim}). "
-                "Set TRAJGRAPH_EMBEDDER (and TRAJGRAPH_EMBED_MODEL / TRAJGRAPH_EMBED_DIM) to "
-                "match, or use another database."
-            )
+    if (claimed["model"], claimed["dim"]) != (model, dim):
+        raise ConfigError(
+            f"the graph's embeddings were made by {claimed['model']} (dimension "
+            f"{claimed['dim']}), but the configured embedder is {model} (dimension {dim}). "
+            "Set TRAJGRAPH_EMBEDDER (and TRAJGRAPH_EMBED_MODEL / TRAJGRAPH_EMBED_DIM) to "
+            "match, or use another database."
+        )
+    with graph_errors("creating the vector indexes"):
         for statement in cypher.CREATE_VECTOR_INDEX.values():
             driver.execute_query(statement, dim=dim, database_=database)
         dims = driver.execute_query(
             cypher.VECTOR_INDEX_DIMENSIONS, names=list(cypher.VECTOR_INDEXES), database_=database
         ).records
-    except Neo4jError as e:
-        raise GraphError(f"could not create the vector indexes: {e.message}") from e
     wrong = {r["name"]: r["dim"] for r in dims if r["dim"] != dim}
     if wrong:
         raise ConfigError(
@@ -78,7 +75,10 @@ def ensure_embedding_space(driver: neo4j.Driver, database: str, model: str, dim:
 
 def embedding_space(driver: neo4j.Driver, database: str) -> tuple[str, int] | None:
     """(model, dim) of the graph's embeddings, or None before anything was embedded."""
-    rec = driver.execute_query(cypher.GET_EMBEDDING_SPACE, database_=database).records[0]
+    with graph_errors("reading the embedding space"):
+        rec = driver.execute_query(
+            cypher.GET_EMBEDDING_SPACE, database_=database, routing_=neo4j.RoutingControl.READ
+        ).records[0]
     return None if rec["model"] is None else (rec["model"], int(rec["dim"]))
 
 
@@ -161,28 +161,22 @@ class GraphWriter:
     def _stored_hashes(self, uids: list[str]) -> dict[str, Any]:
         if not uids:
             return {}
-        try:
+        with graph_errors("reading stored trajectory hashes"):
             records, _, _ = self._driver.execute_query(
                 cypher.EXISTING_HASHES,
                 uids=uids,
                 database_=self._database,
                 routing_=neo4j.RoutingControl.READ,
             )
-        except Neo4jError as e:
-            raise GraphError(f"reading stored trajectory hashes failed: {e.message}") from e
-        except DriverError as e:  # the connection is gone (after the driver's own retries)
-            raise GraphError(f"reading stored trajectory hashes failed: Neo4j is lost: {e}") from e
         return {r["uid"]: r["content_hash"] for r in records}
 
     def _run(self, statement: str, params: dict[str, Any], stats: WriteStats) -> None:
         def work(tx: neo4j.ManagedTransaction) -> None:
             tx.run(statement, params).consume()
 
-        try:
-            with self._driver.session(database=self._database) as session:
-                session.execute_write(work)
-        except Neo4jError as e:
-            raise GraphError(f"Neo4j rejected a batch write: {e.message}") from e
-        except DriverError as e:  # the connection is gone (after the driver's own retries)
-            raise GraphError(f"a batch write failed: Neo4j is lost: {e}") from e
+        with (
+            graph_errors("a batch write"),
+            self._driver.session(database=self._database) as session,
+        ):
+            session.execute_write(work)
         stats.statements += 1

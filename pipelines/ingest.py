@@ -34,6 +34,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from trajgraph import errors
 from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError, InputError, TrajgraphError
 from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
@@ -59,11 +60,12 @@ from trajgraph.pipelines.transforms import (
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
 METRICS_SCHEMA = "trajgraph-ingest-metrics/1"
 
-# Exit codes of `trajgraph ingest` (README "Nightly ingest", docs/nightly.md).
-EXIT_OK = 0  # every record is in the graph
-EXIT_FAILED = 1  # the run did not finish (Neo4j lost, crash, ...): nothing is marked done
-EXIT_CONFIG = 2  # bad flags, settings or inputs (no file matches, wrong embedder, ...)
-EXIT_PARTIAL = 3  # finished, but records were dead-lettered or windows must be retried
+# Exit codes of `trajgraph ingest` (README "Nightly ingest", docs/nightly.md); the first four
+# are every command's (trajgraph.errors), and errors.exit_code(e) says which one an error gets.
+EXIT_OK = errors.EXIT_OK  # every record is in the graph
+EXIT_FAILED = errors.EXIT_FAILED  # the run did not finish (Neo4j lost, crash, ...): nothing done
+EXIT_CONFIG = errors.EXIT_CONFIG  # bad flags, settings or inputs (no file matches, ...)
+EXIT_PARTIAL = errors.EXIT_PARTIAL  # finished, but records were dead-lettered or windows degraded
 EXIT_INTERRUPTED = 130  # SIGINT
 EXIT_TERMINATED = 143  # SIGTERM (e.g. a CronJob's deadline)
 
@@ -695,7 +697,7 @@ def _failed(s: IngestSummary, e: BaseException, started: float) -> None:
     elif isinstance(e, KeyboardInterrupt) or signal.SIGINT in _signalled:
         s.status, s.exit_code = "interrupted", EXIT_INTERRUPTED
         e = KeyboardInterrupt()
-    elif isinstance(e, ConfigError | InputError):
+    elif errors.exit_code(e) == EXIT_CONFIG:
         s.status, s.exit_code = "error", EXIT_CONFIG
     else:
         s.status, s.exit_code = "failed", EXIT_FAILED
@@ -719,7 +721,7 @@ def error_text(e: BaseException) -> str:
         cause = cause.__cause__
     if cause is not None and type(cause) is not type(e) and str(cause) not in text:
         text += f" (caused by {type(cause).__name__}: {cause})"
-    return " ".join(text.split())[:2000]
+    return errors.redact(" ".join(text.split()))[:2000]
 
 
 def write_metrics(path: str | Path, s: IngestSummary) -> None:

@@ -330,11 +330,13 @@ class EmbedRowsFn(beam.DoFn):
 
     def process(self, rows: GraphRows) -> Iterator[GraphRows]:
         from trajgraph.graph import cypher
+        from trajgraph.graph.connection import graph_errors
         from trajgraph.graph.embedders import state_text, turn_text
 
-        found = self._driver.execute_query(
-            cypher.EXISTING_HASH, uid=rows.trajectory_uid, database_=self._neo.database
-        ).records
+        with graph_errors("reading the stored trajectory hash"):
+            found = self._driver.execute_query(
+                cypher.EXISTING_HASH, uid=rows.trajectory_uid, database_=self._neo.database
+            ).records
         if found and found[0]["content_hash"] == rows.content_hash:
             yield rows
             return
@@ -375,6 +377,7 @@ class EmbedRowsFn(beam.DoFn):
 
     def _existing(self, targets: list[tuple[dict[str, Any], Any]]) -> dict[str, list[float]]:
         from trajgraph.graph import cypher
+        from trajgraph.graph.connection import graph_errors
 
         probe = [
             {
@@ -385,9 +388,10 @@ class EmbedRowsFn(beam.DoFn):
             }
             for row, _ in targets
         ]
-        records = self._driver.execute_query(
-            cypher.EXISTING_EMBEDDINGS, rows=probe, database_=self._neo.database
-        ).records
+        with graph_errors("reading stored embeddings"):
+            records = self._driver.execute_query(
+                cypher.EXISTING_EMBEDDINGS, rows=probe, database_=self._neo.database
+            ).records
         return {r["uid"]: list(r["embedding"]) for r in records}
 
     def teardown(self) -> None:

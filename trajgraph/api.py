@@ -13,7 +13,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -24,7 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trajgraph.auth import tenant_for
-from trajgraph.errors import ConfigError, GraphError, TrajgraphError
+from trajgraph.client import TrajGraph
+from trajgraph.errors import (
+    UNEXPECTED,
+    ConfigError,
+    TrajgraphError,
+    meaning,
+    one_line,
+    public_message,
+)
 from trajgraph.queries.memory import brief as brief_mod
 from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
 from trajgraph.queries.memory.store import MAX_TURN
@@ -89,16 +96,9 @@ def tenant_of(request: Request) -> str:
 Tenant = Annotated[str, Depends(tenant_of)]
 
 
-@dataclass
-class Services:
-    """What the handlers use; built once by the lifespan (or handed in by tests)."""
-
-    settings: Settings
-    driver: Any
-    retriever: Any
-
-
-def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
+def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
+    """The app. ``client``: the TrajGraph to serve (the caller keeps and closes it); without
+    one, the app opens one from ``settings`` when it starts and closes it when it stops."""
     if not settings.api_keys:
         raise ConfigError(
             "no API keys: set TRAJGRAPH_API_KEYS to key:tenant pairs, e.g. TRAJGRAPH_API_KEYS="
@@ -107,14 +107,14 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = services is None
-        app.state.services = services or _build_services(settings)
+        owned = client is None
+        # Started without Neo4j, the API still starts: /readyz says not ready until it is.
+        app.state.client = client or TrajGraph.from_settings(settings, verify=False)
         try:
             yield
         finally:
             if owned:
-                app.state.services.driver.close()
-                app.state.services.retriever.close()
+                app.state.client.close()
 
     app = FastAPI(
         title="trajgraph",
@@ -137,8 +137,8 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
             return _error(411, "length_required", "send a Content-Length header")
         return await call_next(request)
 
-    def svc(request: Request) -> Services:
-        return request.app.state.services
+    def tg(request: Request) -> TrajGraph:
+        return request.app.state.client
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, e: ApiError) -> JSONResponse:
@@ -154,18 +154,14 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
         return _error(e.status_code, "http_error", str(e.detail))
 
+    @app.exception_handler(TrajgraphError)
+    async def trajgraph_error(request: Request, e: TrajgraphError) -> JSONResponse:
+        return error_response(e, request)
+
     @app.exception_handler(Exception)
     async def unexpected(_: Request, e: Exception) -> JSONResponse:
-        if isinstance(e, ConfigError):
-            status = 404 if "no trajectory" in str(e) else 400
-            return _error(status, "not_found" if status == 404 else "bad_request", str(e))
-        if isinstance(e, GraphError):
-            log.warning("graph error: %s", e)
-            return _error(503, "graph_unavailable", "the graph database failed or is unreachable")
-        if isinstance(e, TrajgraphError):
-            return _error(400, "bad_request", str(e))
-        log.exception("unexpected error")
-        return _error(500, "internal", "internal error (logged on the server)")
+        # Starlette re-raises after this answer, and the server logs the traceback.
+        return _error(UNEXPECTED.http_status, UNEXPECTED.code, public_message(e))
 
     @app.get("/healthz", tags=["probes"])
     def healthz() -> dict[str, str]:
@@ -173,24 +169,23 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     @app.get("/readyz", tags=["probes"])
     def readyz(request: Request) -> JSONResponse:
-        s = svc(request)
         try:
-            s.driver.verify_connectivity()
-        except Exception as e:
-            log.warning("not ready: %s", e)
+            tg(request).ping()
+        except TrajgraphError as e:
+            log.warning("not ready: %s", one_line(e))
             return _error(503, "not_ready", "Neo4j is not reachable")
         return JSONResponse({"status": "ready"})
 
     @app.post("/v1/retrieve", tags=["retrieval"])
     async def retrieve(body: RetrieveBody, tenant: Tenant, request: Request) -> dict[str, Any]:
         """Evidence for a question: embedding seeds, then graph, keyword or code as needed."""
-        s = svc(request)
+        client = tg(request)
         result = await _bounded(
-            lambda: s.retriever.retrieve(
+            lambda: client.retrieve(
                 body.question,
                 tenant=tenant,
                 trajectory=body.trajectory,
-                budget_tokens=body.budget,
+                budget=body.budget,
                 mode=body.mode,
                 k=body.k,
                 depth=body.depth,
@@ -208,18 +203,16 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         budget: int = Query(default=1000, ge=50, le=MAX_BUDGET),
     ) -> dict[str, Any]:
         """Keyword and exact-identifier search across the tenant's trajectories, with counts."""
-        s = svc(request)
+        client = tg(request)
         result = await _bounded(
-            lambda: s.retriever.retrieve(
-                q, tenant=tenant, mode="keyword", k=k, budget_tokens=budget
-            )
+            lambda: client.retrieve(q, tenant=tenant, mode="keyword", k=k, budget=budget)
         )
         return result.to_json()
 
     @app.get("/v1/trajectories", tags=["trajectories"])
     async def trajectories(tenant: Tenant, request: Request) -> dict[str, Any]:
-        rows = await _bounded(lambda: _library(svc(request), "trajectories", tenant, None))
-        return {"trajectories": rows}
+        client = tg(request)
+        return {"trajectories": await _bounded(lambda: client.trajectories(tenant=tenant))}
 
     @app.get("/v1/trajectories/{trajectory}", tags=["trajectories"])
     async def trajectory(
@@ -227,27 +220,15 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         tenant: Tenant,
         request: Request,
     ) -> dict[str, Any]:
-        rows = await _bounded(lambda: _library(svc(request), "trajectories", tenant, trajectory))
-        if not rows:
-            raise ApiError(404, "not_found", f"no trajectory {trajectory!r}")
-        return rows[0]
+        client = tg(request)
+        row: dict[str, Any] = await _bounded(lambda: client.trajectory(trajectory, tenant=tenant))
+        return row
 
     async def chain_of(
         request: Request, tenant: str, trajectory: str, turn: int, depth: int
     ) -> list[dict[str, Any]]:
-        from trajgraph.queries.why.chain import why_chain
-
-        s = svc(request)
-        return await _bounded(
-            lambda: why_chain(
-                s.driver,
-                database=s.settings.neo4j.database,
-                tenant=tenant,
-                trajectory=trajectory,
-                turn=turn,
-                depth=depth,
-            )
-        )
+        client = tg(request)
+        return await _bounded(lambda: client.why(trajectory, turn=turn, depth=depth, tenant=tenant))
 
     @app.get("/v1/trajectories/{trajectory}/why", tags=["trajectories"])
     async def why(
@@ -296,16 +277,9 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         """A compact digest of the trajectory within `budget` tokens, every line citing
         turns: task, open failures and their causes, failed attempts, current state,
         identifiers touched most. `before_turn`: as it read before that turn."""
-        s = svc(request)
+        client = tg(request)
         result = await _bounded(
-            lambda: brief_mod.build_brief(
-                s.driver,
-                database=s.settings.neo4j.database,
-                tenant=tenant,
-                trajectory=trajectory,
-                budget=budget,
-                before_turn=before_turn,
-            )
+            lambda: client.brief(trajectory, budget=budget, before_turn=before_turn, tenant=tenant)
         )
         return result.to_json()
 
@@ -318,18 +292,10 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     ) -> dict[str, Any]:
         """Before an action: a short reminder grounded in the graph, with the turns it cites,
         or `{"reminder": null}` (the usual answer)."""
-        from trajgraph.queries.memory.remind import remind as remind_fn
-
-        s = svc(request)
+        client = tg(request)
         result = await _bounded(
-            lambda: remind_fn(
-                s.driver,
-                database=s.settings.neo4j.database,
-                tenant=tenant,
-                trajectory=trajectory,
-                next_action=body.next_action,
-                before_turn=body.before_turn,
-                llm=s.retriever.llm,
+            lambda: client.remind(
+                trajectory, body.next_action, before_turn=body.before_turn, tenant=tenant
             )
         )
         return result.to_json()
@@ -345,27 +311,22 @@ async def _bounded(fn: Callable[[], Any]) -> Any:
         raise ApiError(504, "timeout", f"no answer within {REQUEST_TIMEOUT_S:g}s") from e
 
 
-def _library(s: Services, name: str, tenant: str, trajectory: str | None) -> list[dict[str, Any]]:
-    from trajgraph.queries import library
-
-    return library.run(
-        s.driver,
-        name,
-        {"tenant": tenant, "trajectory": trajectory},
-        database=s.settings.neo4j.database,
-    )
+def error_response(e: TrajgraphError, request: Request) -> JSONResponse:
+    """The JSON error for ``e`` by the error contract (trajgraph.errors.CONTRACT): its
+    status, its code, and a message without stack traces or infrastructure details. Logged:
+    outages in one line, what should not happen with its traceback, a caller's mistakes not
+    at all."""
+    m = meaning(e)
+    where = f"{request.method} {request.url.path}"
+    if m.log == "traceback":
+        log.error("%s: %s", where, one_line(e), exc_info=e)
+    elif m.log == "line":
+        log.warning("%s: %s: %s", where, m.code, one_line(e))
+    return _error(m.http_status, m.code, public_message(e))
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
-def _build_services(settings: Settings) -> Services:
-    from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.retrieval.engine import build_retriever
-
-    driver = open_driver(settings.neo4j)
-    return Services(settings, driver, build_retriever(settings, driver))
 
 
 def serve(settings: Settings, *, host: str, port: int) -> None:

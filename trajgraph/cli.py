@@ -8,10 +8,13 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajgraph import settings as settings_mod
-from trajgraph.errors import TrajgraphError
+from trajgraph.errors import ConfigError, exit_code, one_line
+
+if TYPE_CHECKING:
+    from trajgraph.client import TrajGraph
 
 USAGE = """trajgraph <command> [args]
 
@@ -151,6 +154,10 @@ def _configure_logging() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code. Errors end it with one line on stderr, never a
+    traceback, and the exit code of the error contract (trajgraph.errors.CONTRACT): 1 for
+    what a rerun may fix (Neo4j or the LLM unavailable), 2 for what the caller must change
+    (configuration, input, a name that is not there)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _configure_logging()
     try:
@@ -169,36 +176,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         settings = settings_mod.load()
         return _dispatch(args, settings)
-    except TrajgraphError as e:
-        print(f"trajgraph: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         # `trajgraph ... | head`: the reader left; stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as e:
+        return fail(e)
+
+
+def fail(e: BaseException) -> int:
+    """Report ``e`` as one line on stderr; its exit code."""
+    print(f"trajgraph: error: {one_line(e)}", file=sys.stderr)
+    return exit_code(e)
 
 
 def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    if getattr(args, "tenant", None) == "":
+        args.tenant = None  # `--tenant ""`: the configured tenant
     if args.command == "neo4j":
         return _neo4j(args.action, settings)
     if args.command == "demo":
         from trajgraph import demo
 
         return demo.run(settings, start_server=not args.no_start)
-    if args.command == "why":
-        return _why(args, settings)
-    if args.command == "search":
-        return _search(args, settings)
-    if args.command == "digest":
-        return _digest(args, settings)
-    if args.command == "brief":
-        return _brief(args, settings)
-    if args.command == "remind":
-        return _remind(args, settings)
-    if args.command == "delete":
-        return _delete(args, settings)
     if args.command == "mcp":
         from trajgraph import mcp_server
 
@@ -215,16 +217,31 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
 
         serve(settings, host=args.host, port=args.port)
         return 0
-    if args.command == "trajectories":
-        return _cypher_print(
-            "trajectories",
-            {"tenant": args.tenant or settings.tenant, "trajectory": None},
-            settings,
-            args.json,
-        )
-    if args.command == "cypher":
-        return _cypher(args, settings)
-    raise AssertionError(args.command)
+    if args.command == "cypher" and not args.name:
+        from trajgraph.client import TrajGraph
+
+        for name in TrajGraph.query_names():
+            print(f"{name:32} {_purpose(name)}")
+        return 0
+    if args.command == "delete" and args.all and not args.yes:
+        tenant = args.tenant or settings.tenant
+        raise ConfigError(f"deleting all of tenant {tenant!r} needs --yes")
+    commands = {
+        "why": _why,
+        "search": _search,
+        "digest": _digest,
+        "brief": _brief,
+        "remind": _remind,
+        "delete": _delete,
+        "trajectories": _trajectories,
+        "cypher": _cypher,
+    }
+    if args.command not in commands:
+        raise AssertionError(args.command)
+    from trajgraph.client import TrajGraph
+
+    with TrajGraph.from_settings(settings) as tg:
+        return commands[args.command](args, tg)
 
 
 def _neo4j(action: str, settings: settings_mod.Settings) -> int:
@@ -250,20 +267,12 @@ def _neo4j(action: str, settings: settings_mod.Settings) -> int:
     return 0 if st.running else 3
 
 
-def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.why.chain import render_text, why_chain
+def _why(args: argparse.Namespace, tg: TrajGraph) -> int:
+    from trajgraph.queries.why import render_text
 
-    with open_driver(settings.neo4j) as driver:
-        chain = why_chain(
-            driver,
-            database=settings.neo4j.database,
-            tenant=args.tenant or settings.tenant,
-            trajectory=args.trajectory,
-            turn=args.turn,
-            state=args.state,
-            depth=args.depth,
-        )
+    chain = tg.why(
+        args.trajectory, turn=args.turn, state=args.state, depth=args.depth, tenant=args.tenant
+    )
     target = f"turn {args.turn}" if args.turn is not None else f"state {args.state}"
     if args.format == "json":
         print(json.dumps(chain, indent=2, ensure_ascii=False))
@@ -285,27 +294,18 @@ def _why(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     return 0
 
 
-def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.retrieval.engine import build_retriever
-
-    driver = open_driver(settings.neo4j)
-    engine = build_retriever(settings, driver)
-    try:
-        result = engine.retrieve(
-            args.question,
-            tenant=args.tenant or settings.tenant,
-            trajectory=args.trajectory,
-            budget_tokens=args.budget,
-            mode=args.mode,
-            k=args.k,
-            depth=args.depth,
-            code=args.code,
-            cypher_query=args.cypher,
-        )
-    finally:
-        engine.close()
-        driver.close()
+def _search(args: argparse.Namespace, tg: TrajGraph) -> int:
+    result = tg.retrieve(
+        args.question,
+        tenant=args.tenant,
+        trajectory=args.trajectory,
+        budget=args.budget,
+        mode=args.mode,
+        k=args.k,
+        depth=args.depth,
+        code=args.code,
+        cypher=args.cypher,
+    )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
         return 0
@@ -318,19 +318,10 @@ def _search(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     return 0
 
 
-def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.memory.brief import build_brief
-
-    with open_driver(settings.neo4j) as driver:
-        result = build_brief(
-            driver,
-            database=settings.neo4j.database,
-            tenant=args.tenant or settings.tenant,
-            trajectory=args.trajectory,
-            budget=args.budget,
-            before_turn=args.before_turn,
-        )
+def _brief(args: argparse.Namespace, tg: TrajGraph) -> int:
+    result = tg.brief(
+        args.trajectory, budget=args.budget, before_turn=args.before_turn, tenant=args.tenant
+    )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -338,27 +329,10 @@ def _brief(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     return 0
 
 
-def _remind(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from trajgraph.extractors.llm_client import optional_chat_client
-    from trajgraph.graph.connection import open_driver
-    from trajgraph.queries.memory.remind import remind
-
-    llm = optional_chat_client(settings.llm)
-    driver = open_driver(settings.neo4j)
-    try:
-        result = remind(
-            driver,
-            database=settings.neo4j.database,
-            tenant=args.tenant or settings.tenant,
-            trajectory=args.trajectory,
-            next_action=args.action,
-            before_turn=args.before_turn,
-            llm=llm,
-        )
-    finally:
-        driver.close()
-        if llm is not None:
-            llm.close()
+def _remind(args: argparse.Namespace, tg: TrajGraph) -> int:
+    result = tg.remind(
+        args.trajectory, args.action, before_turn=args.before_turn, tenant=args.tenant
+    )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     elif result.reminder is None:
@@ -370,42 +344,16 @@ def _remind(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     return 0
 
 
-def _digest(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from trajgraph.graph import digest
-    from trajgraph.graph.connection import open_driver
-
-    driver = open_driver(settings.neo4j)
-    db = settings.neo4j.database
-    tenant = args.tenant or settings.tenant
-    try:
-        if args.trajectory:
-            print(digest.trajectory_digest(driver, db, tenant, args.trajectory))
-        else:
-            print(digest.graph_digest(driver, db, None if args.all_tenants else tenant))
-    finally:
-        driver.close()
+def _digest(args: argparse.Namespace, tg: TrajGraph) -> int:
+    print(tg.digest(args.trajectory or None, tenant=args.tenant, all_tenants=args.all_tenants))
     return 0
 
 
-def _delete(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
-    from trajgraph.errors import ConfigError
-    from trajgraph.graph import governance
-    from trajgraph.graph.connection import open_driver
-
-    tenant = args.tenant or settings.tenant
-    if args.all and not args.yes:
-        raise ConfigError(f"deleting all of tenant {tenant!r} needs --yes")
-    driver = open_driver(settings.neo4j)
-    db = settings.neo4j.database
-    try:
-        if args.trajectory:
-            done = governance.delete_trajectory(driver, db, tenant, args.trajectory)
-        elif args.source:
-            done = governance.delete_source(driver, db, tenant, args.source)
-        else:
-            done = governance.delete_tenant(driver, db, tenant)
-    finally:
-        driver.close()
+def _delete(args: argparse.Namespace, tg: TrajGraph) -> int:
+    tenant = args.tenant or tg.tenant
+    done = tg.delete(
+        trajectory=args.trajectory, source=args.source, everything=args.all, tenant=tenant
+    )
     print(
         f"deleted {len(done.trajectories)} trajectories ({done.nodes} nodes) from tenant "
         f"{tenant!r}: {', '.join(done.trajectories) or '-'}"
@@ -418,7 +366,7 @@ def _parse_params(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise TrajgraphError(f"--param needs KEY=VALUE, got {pair!r}")
+            raise ConfigError(f"--param needs KEY=VALUE, got {pair!r}")
         try:
             params[key] = json.loads(raw)
         except json.JSONDecodeError:
@@ -426,26 +374,21 @@ def _parse_params(pairs: list[str]) -> dict[str, Any]:
     return params
 
 
-def _cypher(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+def _purpose(name: str) -> str:
     from trajgraph.queries import library
 
-    if not args.name:
-        for name in library.names():
-            print(f"{name:32} {library.load(name).purpose}")
-        return 0
-    params = _parse_params(args.param)
-    params.setdefault("tenant", settings.tenant)
-    return _cypher_print(args.name, params, settings, args.json)
+    return library.load(name).purpose
 
 
-def _cypher_print(
-    name: str, params: dict[str, Any], settings: settings_mod.Settings, as_json: bool
-) -> int:
-    from trajgraph.graph.connection import open_driver
-    from trajgraph.queries import library
+def _trajectories(args: argparse.Namespace, tg: TrajGraph) -> int:
+    return _print_rows(tg.trajectories(tenant=args.tenant), args.json)
 
-    with open_driver(settings.neo4j) as driver:
-        rows = library.run(driver, name, params, database=settings.neo4j.database)
+
+def _cypher(args: argparse.Namespace, tg: TrajGraph) -> int:
+    return _print_rows(tg.run_query(args.name, _parse_params(args.param)), args.json)
+
+
+def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> int:
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
     else:

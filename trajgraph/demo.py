@@ -80,10 +80,10 @@ def write_sample(folder: Path) -> Path:
 
 
 def run(settings: Settings, *, start_server: bool = True) -> int:
+    from trajgraph.client import TrajGraph
     from trajgraph.graph import local_server
-    from trajgraph.graph.connection import open_driver
     from trajgraph.pipelines import ingest
-    from trajgraph.queries.why.chain import render_text, why_chain
+    from trajgraph.queries.why import render_text
 
     if start_server:
         st = local_server.start(settings.neo4j, settings.local)
@@ -103,18 +103,8 @@ def run(settings: Settings, *, start_server: bool = True) -> int:
             settings=settings,
         )
     print(summary.render())
-    driver = open_driver(settings.neo4j)
-    try:
-        chain = why_chain(
-            driver,
-            database=settings.neo4j.database,
-            tenant=settings.tenant,
-            trajectory=DEMO_ID,
-            turn=WHY_TURN,
-            depth=6,
-        )
-    finally:
-        driver.close()
+    with TrajGraph.from_settings(settings) as tg:
+        chain = tg.why(DEMO_ID, turn=WHY_TURN, depth=6)
     print()
     print(render_text(chain, trajectory=DEMO_ID, target=f"turn {WHY_TURN}", depth=6))
     print(

@@ -1,6 +1,17 @@
-"""One exception root for trajgraph; vendor errors are wrapped with ``raise ... from e``."""
+"""The error contract: one exception root, a few specific subclasses, and one table that says
+what each means to a caller (HTTP status, CLI exit code, machine-readable code).
+
+Vendor errors become ours at one point per boundary, with ``raise ... from e``: Neo4j's in
+``trajgraph.graph.connection.graph_errors``, the OpenAI client's in
+``trajgraph.extractors.llm_client.ChatClient.call``. Front ends never look at message text to
+tell errors apart: the CLI, the HTTP API and the MCP server all read ``CONTRACT``.
+"""
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
 
 
 class TrajgraphError(Exception):
@@ -12,7 +23,7 @@ class TrajgraphError(Exception):
 
 
 class ConfigError(TrajgraphError):
-    """Settings or command-line values that cannot work."""
+    """Settings, flags or request values that cannot work."""
 
 
 class InputError(TrajgraphError):
@@ -33,8 +44,20 @@ class SchemaValidationError(InputError):
     """A record that parsed but does not satisfy its JSON Schema contract."""
 
 
+class NotFoundError(TrajgraphError):
+    """What the caller named is not there (in its tenant): a trajectory, a source file's
+    trajectories, an analyst query. ``kind`` and ``name`` say which; ``tenant`` where."""
+
+    def __init__(self, kind: str, name: str, *, tenant: str | None = None, hint: str = "") -> None:
+        self.kind = kind
+        self.name = name
+        self.tenant = tenant
+        message = f"no {kind} {name!r}" + (f" in tenant {tenant!r}" if tenant is not None else "")
+        super().__init__(message + (f"; {hint}" if hint else ""))
+
+
 class GraphError(TrajgraphError):
-    """Neo4j is unreachable, misconfigured, or rejected a write."""
+    """Neo4j is unreachable, was lost, or failed or rejected a statement."""
 
 
 class ServerError(TrajgraphError):
@@ -50,8 +73,9 @@ class ExtractionError(TrajgraphError):
     """An extractor could not produce findings for a window (the caller falls back)."""
 
 
-class LLMError(ExtractionError):
-    """The LLM server failed a request for good (retries exhausted, or a non-retryable reply).
+class LLMError(TrajgraphError):
+    """An LLM or embeddings server failed a request for good (retries exhausted, or a
+    non-retryable reply). Extraction, embeddings, the router and reminders all raise it.
 
     ``status`` is the HTTP status when there was one; ``fatal`` marks replies that will fail
     the same way for every request (wrong key, unknown model), so a run should stop asking.
@@ -61,3 +85,87 @@ class LLMError(ExtractionError):
         self.status = status
         self.fatal = fatal
         super().__init__(message)
+
+
+class LLMReplyError(LLMError):
+    """The server answered, but the reply cannot be used: not JSON, not valid against its
+    schema, a refusal, or claims the evidence does not support. The message says which."""
+
+
+# -- what each error means to a caller ------------------------------------------------------------
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # transient or internal (Neo4j or the LLM unavailable, a crash): rerun
+EXIT_CONFIG = 2  # the caller must change something: configuration, input, a name not found
+EXIT_PARTIAL = 3  # (ingest) finished, but records were dead-lettered or windows degraded
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """How front ends report one kind of error."""
+
+    kind: type[BaseException]
+    code: str  # machine-readable: HTTP error bodies, MCP tool errors
+    http_status: int
+    exit_code: int
+    # What a remote caller is told instead of the message (None: the message itself), for
+    # errors whose text describes our infrastructure rather than the caller's request.
+    public_message: str | None = None
+    # What servers log: nothing for a caller's mistake, one line for an outage, the
+    # traceback for what should not happen.
+    log: Literal["no", "line", "traceback"] = "no"
+
+
+INTERNAL = "internal error (logged on the server)"
+# Most specific first; the first row whose type matches decides.
+CONTRACT: tuple[Meaning, ...] = (
+    Meaning(NotFoundError, "not_found", 404, EXIT_CONFIG),
+    Meaning(
+        GraphError,
+        "graph_unavailable",
+        503,
+        EXIT_FAILED,
+        "the graph database failed or is unreachable",
+        log="line",
+    ),
+    Meaning(LLMError, "llm_unavailable", 502, EXIT_FAILED, "the LLM server failed", log="line"),
+    Meaning(ConfigError, "bad_request", 400, EXIT_CONFIG),
+    Meaning(InputError, "bad_request", 400, EXIT_CONFIG),
+    Meaning(ServerError, "server_error", 500, EXIT_FAILED, INTERNAL, log="traceback"),
+    Meaning(TrajgraphError, "internal", 500, EXIT_FAILED, INTERNAL, log="traceback"),
+)
+UNEXPECTED = Meaning(Exception, "internal", 500, EXIT_FAILED, INTERNAL, log="traceback")
+
+
+def meaning(e: BaseException) -> Meaning:
+    """The row of CONTRACT for ``e`` (UNEXPECTED for anything not ours)."""
+    for row in CONTRACT:
+        if isinstance(e, row.kind):
+            return row
+    return UNEXPECTED
+
+
+def exit_code(e: BaseException) -> int:
+    return meaning(e).exit_code
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@]*@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the user:password@ part of every URL in it replaced."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
+def one_line(e: BaseException) -> str:
+    """The error's message on one line, credentials in URLs redacted (for people)."""
+    text = str(e).strip() or type(e).__name__
+    if not isinstance(e, TrajgraphError):
+        text = f"{type(e).__name__}: {text}"
+    return redact(" ".join(text.split()))
+
+
+def public_message(e: BaseException) -> str:
+    """What a remote caller (HTTP, MCP) is told about ``e``: never infrastructure details."""
+    m = meaning(e)
+    return m.public_message if m.public_message is not None else one_line(e)

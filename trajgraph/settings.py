@@ -10,8 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import unquote
 
-from trajgraph.errors import ConfigError
+from trajgraph.errors import ConfigError, redact
 
 T = TypeVar("T")
 
@@ -26,7 +27,7 @@ def _default_home() -> Path:
 class Neo4jSettings:
     uri: str = "bolt://127.0.0.1:7687"
     user: str = "neo4j"
-    password: str = "trajgraph-local"
+    password: str = field(default="trajgraph-local", repr=False)  # Beam logs DoFn reprs
     database: str = "neo4j"
 
 
@@ -129,7 +130,7 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
 def load(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from environment variables (see the README's configuration table)."""
     env = os.environ if env is None else env
-    uri = env.get("NEO4J_URI") or "bolt://127.0.0.1:7687"
+    uri, uri_user, uri_password = split_userinfo(env.get("NEO4J_URI") or "bolt://127.0.0.1:7687")
     port_from_uri = _port_of(uri)
     local = LocalServerSettings(
         version=env.get("TRAJGRAPH_NEO4J_VERSION") or DEFAULT_NEO4J_VERSION,
@@ -148,8 +149,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     )
     neo = Neo4jSettings(
         uri=uri,
-        user=env.get("NEO4J_USER") or "neo4j",
-        password=env.get("NEO4J_PASSWORD") or "trajgraph-local",
+        user=uri_user or env.get("NEO4J_USER") or "neo4j",
+        password=uri_password or env.get("NEO4J_PASSWORD") or "trajgraph-local",
         database=env.get("NEO4J_DATABASE") or "neo4j",
     )
     llm = _llm(env)
@@ -254,6 +255,26 @@ def _api_keys(raw: str) -> dict[str, str]:
     return keys
 
 
+def split_userinfo(uri: str) -> tuple[str, str | None, str | None]:
+    """``scheme://user:password@host:port`` → (``scheme://host:port``, user, password).
+
+    The driver refuses credentials in the URI, and a URI is printed in messages: they are
+    taken out here, once, so no URI trajgraph keeps holds a secret. Like libpq, the URI's
+    credentials win over NEO4J_USER / NEO4J_PASSWORD.
+    """
+    scheme, sep, rest = uri.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if not sep or "@" not in authority:
+        return uri, None, None
+    userinfo, _, host = authority.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    return (
+        f"{scheme}://{host}{slash}{tail}",
+        unquote(user) or None,
+        unquote(password) if colon else None,
+    )
+
+
 def _port_of(uri: str) -> int:
     rest = uri.split("://", 1)[-1]
     host_port = rest.split("/", 1)[0]
@@ -261,5 +282,5 @@ def _port_of(uri: str) -> int:
         try:
             return int(host_port.rsplit(":", 1)[1])
         except ValueError as e:
-            raise ConfigError(f"NEO4J_URI has a bad port: {uri!r}") from e
+            raise ConfigError(f"NEO4J_URI has a bad port: {redact(uri)!r}") from e
     return 7687

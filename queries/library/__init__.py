@@ -12,11 +12,12 @@ from importlib import resources
 from typing import Any
 
 import neo4j
-from neo4j.exceptions import Neo4jError
 
-from trajgraph.errors import ConfigError, GraphError
+from trajgraph.errors import NotFoundError
+from trajgraph.graph.connection import graph_errors
 
 _HEADER = re.compile(r"^//\s?(\w+):\s*(.*)$")
+QUERY_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def names() -> list[str]:
 
 def load(name: str) -> CypherQuery:
     if name not in names():
-        raise ConfigError(f"no query named {name!r}; available: {', '.join(names())}")
+        raise NotFoundError("query", name, hint=f"available: {', '.join(names())}")
     text = resources.files("trajgraph.queries").joinpath(f"{name}.cypher").read_text("utf-8")
     header: dict[str, str] = {}
     key = None
@@ -62,15 +63,15 @@ def run(
     params: dict[str, Any],
     *,
     database: str,
-    timeout_s: float = 30.0,
+    timeout_s: float = QUERY_TIMEOUT_S,
 ) -> list[dict[str, Any]]:
     query = load(name)
 
     def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
         return [r.data() for r in tx.run(query.text, params)]
 
-    try:
-        with driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as s:
-            return s.execute_read(neo4j.unit_of_work(timeout=timeout_s)(work))
-    except Neo4jError as e:
-        raise GraphError(f"query {name!r} failed: {e.message}") from e
+    with (
+        graph_errors(f"query {name!r}"),
+        driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as s,
+    ):
+        return s.execute_read(neo4j.unit_of_work(timeout=timeout_s)(work))

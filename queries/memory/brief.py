@@ -29,6 +29,7 @@ from trajgraph.errors import ConfigError
 from trajgraph.pipelines.tokens import count_tokens, encode, get_encoding
 from trajgraph.queries.memory.actions import first_line, same_action
 from trajgraph.queries.memory.store import (
+    QUERY_TIMEOUT_S,
     CurrentState,
     Memory,
     TurnRecord,
@@ -124,10 +125,16 @@ def build_brief(
     trajectory: str,
     budget: int = DEFAULT_BUDGET,
     before_turn: int | None = None,
+    timeout_s: float = QUERY_TIMEOUT_S,
 ) -> Brief:
     check_budget(budget)
     with open_memory(
-        driver, database=database, tenant=tenant, trajectory=trajectory, before_turn=before_turn
+        driver,
+        database=database,
+        tenant=tenant,
+        trajectory=trajectory,
+        before_turn=before_turn,
+        timeout_s=timeout_s,
     ) as memory:
         return brief_of(memory, budget)
 

@@ -11,16 +11,15 @@ reminder must answer even when the model does not. A valid null is silence.
 
 from __future__ import annotations
 
-import json
 import logging
 from functools import lru_cache
 from typing import Any, Literal
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajgraph.errors import LLMError
+from trajgraph.errors import LLMError, LLMReplyError
 from trajgraph.extractors.identifiers import find_identifiers
+from trajgraph.extractors.llm_client import reply_text, structured
 from trajgraph.extractors.llm_prompt import data_nonce, isolate
 from trajgraph.queries.memory.actions import (
     assignments,
@@ -217,39 +216,28 @@ def build_messages(
 
 
 def parse_reply(content: str | None, allowed: set[int]) -> ReminderReply:
-    """The validated reply; ValueError (with the reason) when it cannot be used."""
-    try:
-        data = json.loads(content or "")
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e.msg}") from e
-    try:
-        jsonschema.validate(data, reply_schema())
-    except jsonschema.ValidationError as e:
-        raise ValueError(f"schema: {e.message}") from e
-    reply = ReminderReply.model_validate(data)
-    text = (reply.reminder or "").strip()
+    """The validated reply; LLMReplyError (with the reason) when it cannot be used."""
+    parsed = structured(content, ReminderReply, reply_schema())
+    text = (parsed.reminder or "").strip()
     if not text:
         return ReminderReply(reminder=None, cites=[], rule="none")
-    if reply.rule == "none":
-        raise ValueError("a reminder with rule 'none'")
-    if not reply.cites:
-        raise ValueError("a reminder that cites no turn")
-    invented = sorted(set(reply.cites) - allowed)
+    if parsed.rule == "none":
+        raise LLMReplyError("a reminder with rule 'none'")
+    if not parsed.cites:
+        raise LLMReplyError("a reminder that cites no turn")
+    invented = sorted(set(parsed.cites) - allowed)
     if invented:
-        raise ValueError(f"cites turns the evidence does not show: {invented}")
+        raise LLMReplyError(f"cites turns the evidence does not show: {invented}")
     if len(text) > MAX_REMINDER_CHARS:
-        raise ValueError(f"a reminder over {MAX_REMINDER_CHARS} characters")
-    return ReminderReply(reminder=text, cites=sorted(set(reply.cites)), rule=reply.rule)
+        raise LLMReplyError(f"a reminder over {MAX_REMINDER_CHARS} characters")
+    return ReminderReply(reminder=text, cites=sorted(set(parsed.cites)), rule=parsed.rule)
 
 
 def ask_llm(client: Any, memory: Memory, action: str, findings: list[Finding]) -> Reminder:
     messages, allowed = build_messages(memory, action, findings)
     try:
-        reply = client.complete(messages, response_format())
-        if reply.refusal:
-            raise ValueError(f"refused: {reply.refusal}")
-        parsed = parse_reply(reply.content, allowed)
-    except (LLMError, ValueError) as e:
+        parsed = parse_reply(reply_text(client.complete(messages, response_format())), allowed)
+    except LLMError as e:  # the server failed, or its reply is unusable (LLMReplyError)
         log.warning("LLM reminder unusable (%s); using the offline rules", e)
         return from_findings(memory, findings, source=f"rules (LLM reply invalid: {e})")
     if parsed.reminder is None:

@@ -47,7 +47,7 @@ from trajgraph.queries.memory.actions import (
 )
 from trajgraph.queries.memory.findings import Finding, Reminder, from_findings
 from trajgraph.queries.memory.llm_remind import ask_llm
-from trajgraph.queries.memory.store import Memory, TurnRecord, open_memory
+from trajgraph.queries.memory.store import QUERY_TIMEOUT_S, Memory, TurnRecord, open_memory
 
 MAX_ACTION_CHARS = 20_000
 _VAGUE_VALUES = frozenset({"null", "none", "true", "false", "nil", "undefined", ""})
@@ -70,10 +70,16 @@ def remind(
     next_action: str,
     before_turn: int | None = None,
     llm: Any = None,  # extractors.llm_client.ChatClient, when an LLM is configured
+    timeout_s: float = QUERY_TIMEOUT_S,
 ) -> Reminder:
     check_action(next_action)
     with open_memory(
-        driver, database=database, tenant=tenant, trajectory=trajectory, before_turn=before_turn
+        driver,
+        database=database,
+        tenant=tenant,
+        trajectory=trajectory,
+        before_turn=before_turn,
+        timeout_s=timeout_s,
     ) as memory:
         return remind_with(memory, next_action, llm=llm)
 

@@ -15,10 +15,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 import neo4j
-from neo4j.exceptions import Neo4jError
 
-from trajgraph.errors import ConfigError, GraphError
+from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph import cypher, ids
+from trajgraph.graph.connection import graph_errors
 from trajgraph.queries.memory.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
 
 if TYPE_CHECKING:
@@ -164,19 +164,17 @@ class Memory:
         self._timeout_s = timeout_s
         rows = self.read(cypher.MEMORY_TRAJECTORY)
         if not rows:
-            raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
+            raise NotFoundError("trajectory", trajectory, tenant=tenant)
         self.task: str = rows[0]["task"] or ""
         self.turn_count: int = rows[0]["turns"]
         self.last_turn: int | None = rows[0]["last"][0] if rows[0]["last"] else None
 
     def read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
-        try:
-            query = neo4j.Query(cast("LiteralString", statement), timeout=self._timeout_s)
+        query = neo4j.Query(cast("LiteralString", statement), timeout=self._timeout_s)
+        with graph_errors("memory query"):
             return self._session.run(
                 query, {"tuid": self.tuid, "before": self.before, **params}
             ).data()
-        except Neo4jError as e:
-            raise GraphError(f"memory query failed: {e.message}") from e
 
     @cached_property
     def turns(self) -> list[TurnRecord]:
@@ -233,6 +231,16 @@ def open_memory(
     tenant: str,
     trajectory: str,
     before_turn: int | None = None,
+    timeout_s: float = QUERY_TIMEOUT_S,
 ) -> Iterator[Memory]:
-    with driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as session:
-        yield Memory(session, tenant=tenant, trajectory=trajectory, before_turn=before_turn)
+    with (
+        graph_errors("memory query"),
+        driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as session,
+    ):
+        yield Memory(
+            session,
+            tenant=tenant,
+            trajectory=trajectory,
+            before_turn=before_turn,
+            timeout_s=timeout_s,
+        )

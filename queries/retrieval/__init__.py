@@ -8,7 +8,6 @@ from trajgraph.queries.retrieval.engine import (
     Evidence,
     Retrieval,
     Retriever,
-    build_retriever,
 )
 
 __all__ = [
@@ -19,5 +18,4 @@ __all__ = [
     "Evidence",
     "Retrieval",
     "Retriever",
-    "build_retriever",
 ]

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, cast
 import neo4j
 from neo4j.exceptions import Neo4jError
 
-from trajgraph.errors import ConfigError, GraphError
+from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph import cypher, ids
+from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
 from trajgraph.queries.retrieval import router
-from trajgraph.settings import Settings
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -133,9 +133,12 @@ class Retriever:
         _check(question, mode, k, depth, budget_tokens)
         if not self._space_ok:
             self._check_space()
-        with self.driver.session(
-            database=self.database, default_access_mode=neo4j.READ_ACCESS
-        ) as session:
+        with (
+            graph_errors("retrieval query"),
+            self.driver.session(
+                database=self.database, default_access_mode=neo4j.READ_ACCESS
+            ) as session,
+        ):
             return _Run(self, session).go(
                 question, tenant, trajectory, budget_tokens, mode, k, depth, code, cypher_query
             )
@@ -210,7 +213,7 @@ class _Run:
         # An unknown trajectory is an error, not an empty answer; checked only when the
         # seeds found nothing, to save a round trip on every good question.
         if tuid and not found and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
-            raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
+            raise NotFoundError("trajectory", trajectory or "", tenant=tenant)
         if mode == "auto":
             decided = self._route(question, found, trajectory is not None)
             route = f"auto: {decided.reason}" + (
@@ -472,6 +475,8 @@ class _Run:
         try:
             rows = self._session.execute_read(work)
         except Neo4jError as e:
+            # The caller's Cypher failed (syntax, a write refused, its timeout): that is the
+            # answer to report. A lost server is a DriverError and leaves as GraphError.
             return {"code_error": f"cypher failed: {e.message}"}
         found["cypher"] = Evidence(
             uid="cypher",
@@ -515,13 +520,9 @@ class _Run:
     def _read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
         # Auto-commit reads in the call's READ session: half the round trips of a managed
         # transaction per query, and retrieval is read-only by construction.
-        try:
-            query = neo4j.Query(
-                cast("LiteralString", statement), timeout=self._engine.query_timeout_s
-            )
+        query = neo4j.Query(cast("LiteralString", statement), timeout=self._engine.query_timeout_s)
+        with graph_errors("retrieval query"):
             return self._session.run(query, params).data()
-        except Neo4jError as e:
-            raise GraphError(f"retrieval query failed: {e.message}") from e
 
 
 def _add(found: dict[str, Evidence], uid: str, source: str, why: str, score: float) -> None:
@@ -609,16 +610,3 @@ def _block(e: Evidence, cap: int) -> str:
     body, _ = fit_head_tail(e.text, max(8, cap - count_tokens(head)))
     return head + body
 
-
-def build_retriever(settings: Settings, driver: neo4j.Driver) -> Retriever:
-    """The engine as the configuration says: its embedder, and the LLM router when a model is
-    configured. The CLI, the HTTP API and the MCP server all build it here."""
-    from trajgraph.extractors.llm_client import optional_chat_client
-    from trajgraph.graph.embedders import get_embedder
-
-    return Retriever(
-        driver,
-        database=settings.neo4j.database,
-        embedder=get_embedder(settings.embedder),
-        llm=optional_chat_client(settings.llm),
-    )

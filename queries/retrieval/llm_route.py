@@ -6,15 +6,13 @@ answer even when the model does not.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-import jsonschema
-
 from trajgraph.errors import LLMError
+from trajgraph.extractors.llm_client import reply_text, structured
 from trajgraph.queries.retrieval import router
 from trajgraph.schemas.extraction import strict_json_schema
 
@@ -48,11 +46,9 @@ def ask_router(
         {"role": "user", "content": user},
     ]
     try:
-        reply = client.complete(messages, fmt)
-        data = json.loads(reply.content or "")
-        jsonschema.validate(data, _schema())
-        decision = router.RouteDecision.model_validate(data)
-    except (LLMError, ValueError, jsonschema.ValidationError) as e:
+        content = reply_text(client.complete(messages, fmt))
+        decision = structured(content, router.RouteDecision, _schema())
+    except LLMError as e:  # the server failed, or its reply is unusable (LLMReplyError)
         log.warning("LLM router failed (%s); using the rule router", e)
         fallback = router.rule_route(question, has_trajectory=has_trajectory)
         return router.Route(

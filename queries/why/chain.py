@@ -6,7 +6,7 @@ from typing import Any
 
 import neo4j
 
-from trajgraph.errors import ConfigError
+from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.queries import library
 
 MAX_DEPTH = 10
@@ -22,16 +22,21 @@ def why_chain(
     turn: int | None = None,
     state: str | None = None,
     depth: int = 3,
+    timeout_s: float = library.QUERY_TIMEOUT_S,
 ) -> list[dict[str, Any]]:
     if (turn is None) == (state is None):
         raise ConfigError("give exactly one of --turn or --state")
     if not 1 <= depth <= MAX_DEPTH:
         raise ConfigError(f"--depth must be between 1 and {MAX_DEPTH}, got {depth}")
     found = library.run(
-        driver, "trajectories", {"tenant": tenant, "trajectory": trajectory}, database=database
+        driver,
+        "trajectories",
+        {"tenant": tenant, "trajectory": trajectory},
+        database=database,
+        timeout_s=timeout_s,
     )
     if not found:
-        raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
+        raise NotFoundError("trajectory", trajectory, tenant=tenant)
     if turn is not None and turn < 0:
         raise ConfigError(f"--turn must be a turn index (0 or more), got {turn}")
     return library.run(
@@ -39,6 +44,7 @@ def why_chain(
         "why_chain",
         {"tenant": tenant, "trajectory": trajectory, "turn": turn, "state": state, "depth": depth},
         database=database,
+        timeout_s=timeout_s,
     )
 
 

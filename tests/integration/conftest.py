@@ -17,6 +17,7 @@ import neo4j
 import pytest
 from neo4j.exceptions import AuthError, ServiceUnavailable
 
+from tests.integration.servers import Private, private_neo4j_server
 from trajgraph.graph import governance, local_server
 from trajgraph.settings import LLMSettings, Settings, load
 
@@ -59,6 +60,14 @@ def driver(neo4j_settings: Settings) -> Iterator[neo4j.Driver]:
         drv.close()
         if started:
             local_server.stop(local)
+
+
+@pytest.fixture
+def private_neo4j(neo4j_settings: Settings, tmp_path: Path) -> Iterator[Private]:
+    """A Neo4j of the test's own (port, data and run dir under tmp_path), which the test may
+    kill, stop and start; stopped at the end."""
+    with private_neo4j_server(neo4j_settings, tmp_path) as private:
+        yield private
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from trajgraph import cli
-from trajgraph.errors import ConfigError
+from trajgraph.errors import NotFoundError
 from trajgraph.graph import governance
 from trajgraph.pipelines import ingest
 from trajgraph.settings import Settings
@@ -124,5 +124,5 @@ def test_delete_by_source_and_by_tenant(
     assert _total(driver, a) == 0
     assert _total(driver, b) == total_b
     assert "needs --yes" in capsys.readouterr().err
-    with pytest.raises(ConfigError, match="no trajectory"):
+    with pytest.raises(NotFoundError, match="no trajectory"):
         governance.delete_trajectory(driver, db, a, DJANGO)

@@ -23,82 +23,21 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import neo4j
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from trajgraph.graph import cypher, digest, governance
+from tests.integration.servers import REPO, Private
+from trajgraph.graph import digest, governance
 from trajgraph.graph import local_server as ls
 from trajgraph.pipelines import ingest
 from trajgraph.settings import LLMSettings, Settings
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclasses.dataclass
-class Private:
-    settings: Settings  # .neo4j points at the private server, .local manages it
-    driver: neo4j.Driver
-
-    @property
-    def db(self) -> str:
-        return self.settings.neo4j.database
-
-    def labels(self, tenant: str) -> dict[str, int]:
-        records = self.driver.execute_query(
-            cypher.COUNT_TENANT_BY_LABEL, tenant=tenant, database_=self.db
-        ).records
-        return {r["label"]: r["n"] for r in records}
-
-    def digest(self, tenant: str) -> str:
-        return digest.graph_digest(self.driver, self.db, tenant)
-
-    def env(self) -> dict[str, str]:
-        neo = self.settings.neo4j
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAJGRAPH_LLM",))}
-        env.update(NEO4J_URI=neo.uri, NEO4J_USER=neo.user, NEO4J_PASSWORD=neo.password)
-        env.update(NEO4J_DATABASE=neo.database, PYTHONPATH=str(REPO))
-        return env
-
-
-@pytest.fixture
-def private_neo4j(neo4j_settings: Settings, tmp_path: Path) -> Iterator[Private]:
-    port = _free_port()
-    local = dataclasses.replace(
-        neo4j_settings.local,
-        bolt_port=port,
-        data_dir=tmp_path / "neo4j" / "data",
-        run_dir=tmp_path / "neo4j" / "run",
-        heap="384m",
-        pagecache="64m",
-    )
-    settings = dataclasses.replace(
-        neo4j_settings,
-        local=local,
-        neo4j=dataclasses.replace(neo4j_settings.neo4j, uri=f"bolt://127.0.0.1:{port}"),
-    )
-    try:
-        ls.start(settings.neo4j, local, log=lambda m: print(m, file=sys.stderr))
-        neo = settings.neo4j
-        with neo4j.GraphDatabase.driver(neo.uri, auth=(neo.user, neo.password)) as drv:
-            yield Private(settings, drv)
-    finally:
-        ls.stop(local, timeout=30)
 
 
 def _cli(*args: str) -> list[str]:

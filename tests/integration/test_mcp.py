@@ -24,11 +24,11 @@ from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
+from trajgraph.client import TrajGraph
 from trajgraph.graph import governance
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.mcp_server import RequireBearer, build_server
 from trajgraph.pipelines import ingest
-from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import Settings
 
 TRAJ = {
@@ -149,10 +149,10 @@ def _free_port() -> int:
 def test_streamable_http_with_keys(mcp_tenant: str, driver: Any, neo4j_settings: Settings) -> None:
     other = f"{mcp_tenant}-other"
     settings = dataclasses.replace(neo4j_settings, api_keys={KEY: mcp_tenant, KEY_OTHER: other})
-    retriever = Retriever(
+    client = TrajGraph(
         driver, database=neo4j_settings.neo4j.database, embedder=get_embedder(settings.embedder)
     )
-    server = build_server(settings, retriever, stdio_tenant="never-used")
+    server = build_server(settings, client, stdio_tenant="never-used")
     app = RequireBearer(server.streamable_http_app(), settings.api_keys)
     port = _free_port()
     uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -202,3 +202,4 @@ def test_streamable_http_with_keys(mcp_tenant: str, driver: Any, neo4j_settings:
     finally:
         uv.should_exit = True
         thread.join(timeout=10)
+        client.close()

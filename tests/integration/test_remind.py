@@ -14,7 +14,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from trajgraph import cli
-from trajgraph.errors import ConfigError
+from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph import governance
@@ -205,7 +205,7 @@ def test_each_rule_on_a_small_trajectory(
     assert ask("make deploy").reminder is None  # `touch Makefile` (turn 8) changed something
     assert ask("python -m pytest -q tests/test_app.py").reminder is None  # last run passed
 
-    with pytest.raises(ConfigError, match="no trajectory"):
+    with pytest.raises(NotFoundError, match="no trajectory"):
         _remind(driver, neo4j_settings, f"{corpus}-other", RULES, "ls")
     with pytest.raises(ConfigError, match="next_action is empty"):
         ask("  ")

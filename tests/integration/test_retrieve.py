@@ -13,7 +13,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from trajgraph import cli
-from trajgraph.errors import ConfigError
+from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph import governance
@@ -170,7 +170,7 @@ def test_keyword_search_counts_per_trajectory_and_escapes_query_syntax(
 def test_tenants_do_not_see_each_other(engine: Retriever, corpus: str) -> None:
     other = engine.retrieve("Why did test_retry fail?", tenant=f"nobody-{uuid.uuid4().hex}")
     assert other.items == []
-    with pytest.raises(ConfigError, match="no trajectory"):
+    with pytest.raises(NotFoundError, match="no trajectory"):
         engine.retrieve("why", tenant="nobody", trajectory="synthetic-retries")
 
 

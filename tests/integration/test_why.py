@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
-from trajgraph.errors import ConfigError
+from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.pipelines import ingest
 from trajgraph.queries.why.chain import render_text, why_chain
 
@@ -65,12 +65,12 @@ def test_unknown_trajectory_and_bad_depth_are_clear_errors(
     driver: Any, neo4j_settings: Any, demo_ingested: str
 ) -> None:
     db = neo4j_settings.neo4j.database
-    with pytest.raises(ConfigError, match="no trajectory"):
+    with pytest.raises(NotFoundError, match="no trajectory"):
         why_chain(driver, database=db, tenant=demo_ingested, trajectory="nope", turn=1)
     with pytest.raises(ConfigError, match="depth"):
         why_chain(driver, database=db, tenant=demo_ingested, trajectory=DEMO_ID, turn=1, depth=99)
     other_tenant = why_chain  # a trajectory of another tenant is invisible
-    with pytest.raises(ConfigError, match="no trajectory"):
+    with pytest.raises(NotFoundError, match="no trajectory"):
         other_tenant(
             driver, database=db, tenant=demo_ingested + "-other", trajectory=DEMO_ID, turn=1
         )

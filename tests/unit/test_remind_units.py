@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from trajgraph.errors import LLMReplyError
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.memory.actions import (
     canonical,
@@ -365,5 +366,5 @@ def test_replies_are_checked() -> None:
         (json.dumps({**ok, "reminder": "x" * 700}), "over 600"),
     ]
     for content, why in bad:
-        with pytest.raises(ValueError, match=why.replace("[", r"\[").replace("]", r"\]")):
+        with pytest.raises(LLMReplyError, match=why.replace("[", r"\[").replace("]", r"\]")):
             parse_reply(content, {3})

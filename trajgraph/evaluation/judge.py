@@ -12,9 +12,10 @@ import json
 import logging
 from typing import Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
+from trajgraph.errors import LLMReplyError
+from trajgraph.extractors.llm_client import reply_text, structured
 from trajgraph.schemas.extraction import strict_json_schema
 
 log = logging.getLogger(__name__)
@@ -82,12 +83,10 @@ class Judge:
             "json_schema": {"name": name, "strict": True, "schema": schema},
         }
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        reply = self._client.complete(messages, fmt)  # LLMError: the judge cannot judge
         try:
-            reply = self._client.complete(messages, fmt)
-            data = json.loads(reply.content or "")
-            jsonschema.validate(data, schema)
-            return model.model_validate(data)
-        except (ValueError, jsonschema.ValidationError) as e:
+            return structured(reply_text(reply), model, schema)
+        except LLMReplyError as e:
             self.invalid += 1
             log.warning("judge: invalid %s reply (%s); scored as wrong", name, e)
             return None

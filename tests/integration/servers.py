@@ -1,0 +1,110 @@
+"""Servers the integration tests start for themselves: a private Neo4j (its own port, data
+and run dir; the shared server's jars) that a test may stop and start, and an ASGI app served
+by uvicorn on a thread."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import neo4j
+import uvicorn
+
+from trajgraph.graph import cypher, digest
+from trajgraph.graph import local_server as ls
+from trajgraph.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclasses.dataclass
+class Private:
+    settings: Settings  # .neo4j points at the private server, .local manages it
+    driver: neo4j.Driver
+
+    @property
+    def db(self) -> str:
+        return self.settings.neo4j.database
+
+    def labels(self, tenant: str) -> dict[str, int]:
+        records = self.driver.execute_query(
+            cypher.COUNT_TENANT_BY_LABEL, tenant=tenant, database_=self.db
+        ).records
+        return {r["label"]: r["n"] for r in records}
+
+    def digest(self, tenant: str) -> str:
+        return digest.graph_digest(self.driver, self.db, tenant)
+
+    def env(self) -> dict[str, str]:
+        """The environment of a `trajgraph` subprocess that uses this server (and no LLM)."""
+        neo = self.settings.neo4j
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAJGRAPH_LLM",))}
+        env.update(NEO4J_URI=neo.uri, NEO4J_USER=neo.user, NEO4J_PASSWORD=neo.password)
+        env.update(NEO4J_DATABASE=neo.database, PYTHONPATH=str(REPO))
+        return env
+
+    def start(self) -> None:
+        ls.start(self.settings.neo4j, self.settings.local, log=lambda m: print(m, file=sys.stderr))
+
+    def stop(self) -> None:
+        ls.stop(self.settings.local, timeout=30)
+
+
+@contextmanager
+def private_neo4j_server(base: Settings, root: Path) -> Iterator[Private]:
+    """A Neo4j of its own under ``root``, running until the block ends (stopped either way)."""
+    port = free_port()
+    local = dataclasses.replace(
+        base.local,
+        bolt_port=port,
+        data_dir=root / "neo4j" / "data",
+        run_dir=root / "neo4j" / "run",
+        heap="384m",
+        pagecache="64m",
+    )
+    settings = dataclasses.replace(
+        base,
+        local=local,
+        neo4j=dataclasses.replace(base.neo4j, uri=f"bolt://127.0.0.1:{port}"),
+    )
+    private: Private | None = None
+    try:
+        ls.start(settings.neo4j, local, log=lambda m: print(m, file=sys.stderr))
+        neo = settings.neo4j
+        with neo4j.GraphDatabase.driver(neo.uri, auth=(neo.user, neo.password)) as drv:
+            private = Private(settings, drv)
+            yield private
+    finally:
+        ls.stop(local, timeout=30)
+
+
+@contextmanager
+def serve_in_thread(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn on 127.0.0.1 (a free port) in this process; its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
