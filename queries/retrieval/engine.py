@@ -609,4 +609,3 @@ def _block(e: Evidence, cap: int) -> str:
     head = f"[{e.trajectory_id} {where} · {e.kind} · {e.why}]\n"
     body, _ = fit_head_tail(e.text, max(8, cap - count_tokens(head)))
     return head + body
-
