@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 
 class TrajgraphError(Exception):
@@ -52,8 +52,16 @@ class NotFoundError(TrajgraphError):
         self.kind = kind
         self.name = name
         self.tenant = tenant
+        self.hint = hint
         message = f"no {kind} {name!r}" + (f" in tenant {tenant!r}" if tenant is not None else "")
         super().__init__(message + (f"; {hint}" if hint else ""))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (threads and workers hand errors on)
+        return (_not_found, (self.kind, self.name, self.tenant, self.hint))
+
+
+def _not_found(kind: str, name: str, tenant: str | None, hint: str) -> NotFoundError:
+    return NotFoundError(kind, name, tenant=tenant, hint=hint)
 
 
 class GraphError(TrajgraphError):

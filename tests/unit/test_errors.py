@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import socket
 
 import pytest
@@ -74,6 +75,10 @@ def test_not_found_carries_what_was_not_found() -> None:
     e = NotFoundError("trajectory", "django-1", tenant="team-a")
     assert (e.kind, e.name, e.tenant) == ("trajectory", "django-1", "team-a")
     assert str(e) == "no trajectory 'django-1' in tenant 'team-a'"
+    for error in (e, LLMError("x", status=429), InputError("bad", source="a.jsonl")):
+        again = pickle.loads(pickle.dumps(error))
+        assert (type(again), str(again)) == (type(error), str(error))
+        assert vars(again) == vars(error)
 
 
 @pytest.mark.parametrize(("error", "status", "code", "exit"), CASES)
