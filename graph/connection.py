@@ -4,7 +4,8 @@ Every statement trajgraph runs (reads, writes, deletes, schema) runs inside
 ``graph_errors(...)``: the driver's ``Neo4jError`` (the server failed or refused a statement)
 and ``DriverError`` (``ServiceUnavailable``, ``SessionExpired``, a pool timeout: the server
 is unreachable or was lost) both leave it as ``GraphError``, with the vendor error as its
-cause. Nothing above this module catches a neo4j exception.
+cause. Above this module only the retrieval engine's read-only Cypher tool looks at a
+``Neo4jError``: there, the caller's failing Cypher is the answer it reports.
 """
 
 from __future__ import annotations
