@@ -38,6 +38,7 @@ import pytest
 from tests.fake_openai import FakeOpenAI
 from trajgraph.graph import cypher, digest, governance
 from trajgraph.graph import local_server as ls
+from trajgraph.graph.local_server import process as ls_process
 from trajgraph.pipelines import ingest
 from trajgraph.settings import LLMSettings, Settings
 
@@ -152,7 +153,7 @@ def _kill_mid_write(
             pid = ls.status(private.settings.neo4j, private.settings.local).pid
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
-            while ls._alive(pid):
+            while ls_process.alive(pid):
                 time.sleep(0.05)
             os.kill(proc.pid, signal.SIGCONT)
             return proc, counts
