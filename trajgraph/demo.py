@@ -82,7 +82,7 @@ def write_sample(folder: Path) -> Path:
 def run(settings: Settings, *, start_server: bool = True) -> int:
     from trajgraph.graph import local_server
     from trajgraph.graph.connection import open_driver
-    from trajgraph.pipelines import ingest
+    from trajgraph.jobs import ingest
     from trajgraph.queries.why.chain import render_text, why_chain
 
     if start_server:

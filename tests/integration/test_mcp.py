@@ -26,8 +26,8 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 
 from trajgraph.graph import governance
 from trajgraph.graph.embedders import get_embedder
+from trajgraph.jobs import ingest
 from trajgraph.mcp_server import RequireBearer, build_server
-from trajgraph.pipelines import ingest
 from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import Settings
 
