@@ -25,7 +25,7 @@ from typing import Any
 from tests.fake_openai import FakeOpenAI
 from trajgraph.extractors.llm import LLMExtractor
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.ingest import expand_paths
+from trajgraph.pipelines.preflight import expand_paths
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.pipelines.windows import build_windows
 from trajgraph.settings import LLMSettings

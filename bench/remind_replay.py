@@ -49,7 +49,7 @@ from trajgraph import settings as settings_mod
 from trajgraph.extractors.identifiers import find_identifiers
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.memory.actions import (
     Canon,

@@ -89,7 +89,7 @@ def _current_rss_mib() -> float:
 
 def child(argv: list[str]) -> int:
     """One ingest in this (fresh) process; prints one JSON line with time and memory."""
-    from trajgraph.pipelines import ingest  # imports first, so the baseline holds them
+    from trajgraph.jobs import ingest  # imports first, so the baseline holds them
 
     baseline = _current_rss_mib()
     started = time.perf_counter()

@@ -32,7 +32,7 @@ from trajgraph import settings as settings_mod
 from trajgraph.demo import DEMO_ID, write_sample
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 
 QUESTIONS = [
     "Why did the test fail?",

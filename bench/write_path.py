@@ -23,7 +23,7 @@ from trajgraph.extractors.merge import merge
 from trajgraph.graph.connection import open_driver
 from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
 from trajgraph.graph.writer import GraphWriter
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.pipelines.windows import build_windows
 
 RAW_LABEL_INDEX = "CREATE INDEX bench_raw_uid IF NOT EXISTS FOR (n:BenchRaw) ON (n.uid)"

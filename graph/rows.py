@@ -46,7 +46,7 @@ class GraphRows:
     )
     dropped: int = 0
     # Windows extracted by a stand-in because a server could not answer: the rows are
-    # written, and a manifest run reads the file again next time (pipelines/manifest.py).
+    # written, and a manifest run reads the file again next time (trajgraph/jobs/manifest.py).
     retry_windows: int = 0
 
     def count(self) -> int:

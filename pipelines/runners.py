@@ -6,22 +6,17 @@ the installed Beam version), which runs it on Flink; with ``--flink_master=[loca
 an embedded Flink mini-cluster, and ``--environment_type=LOOPBACK`` runs the Python DoFns in
 this process. Left to itself, Beam downloads the jar from Maven Central with urllib into
 ``~/.apache_beam``; :func:`prepare_beam_args` fetches it with ``mvn`` instead, like the Neo4j
-jars (graph/local_server.py), so Maven's mirrors, proxies and local repository apply, into
-``<cache>/beam/<beam version>/``, checks the Java that will run it, and adds those flags
+jars (both through trajgraph.jvm), so Maven's mirrors, proxies and local repository apply,
+into ``<cache>/beam/<beam version>/``, checks the Java that will run it, and adds those flags
 unless the user gave them. Any other runner's flags pass through untouched.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import re
-import shutil
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +24,8 @@ from apache_beam.options.pipeline_options import FlinkRunnerOptions
 from apache_beam.version import __version__ as BEAM_VERSION
 
 from trajgraph.errors import ConfigError, RunnerError, ServerError
-from trajgraph.graph.local_server import MVN_TIMEOUT_S, Java, find_java, run_mvn
+from trajgraph.jvm import Java, Log, MavenFailure, fetch_jar, find_java
 from trajgraph.settings import Settings
-
-Log = Callable[[str], None]
 
 BEAM_GROUP = "org.apache.beam"
 FLINK_RUNNER_NAMES = frozenset({"flink", "flinkrunner"})
@@ -44,8 +37,6 @@ LOCAL_MASTERS = ("[local]", "[auto]")  # Beam's "magic" masters: an embedded min
 # is its recommendation.
 JOB_SERVER_JAVA = (11, 21)
 JOB_SERVER_JAVA_TEXT = "Java 11 to 21 (17 recommended)"
-MVN_ERROR_CHARS = 600
-_REPO_RE = re.compile(r"\b(?:in|from/to|from|access) ([\w.\-]+) \((https?://[^,)\s]+)")
 
 
 @dataclass(frozen=True)
@@ -173,89 +164,31 @@ def find_job_server_java(settings: Settings) -> Java:
     """The Java for the job server: TRAJGRAPH_JAVA_HOME, JAVA_HOME, then PATH (as for Neo4j)."""
     try:
         return find_java(
-            settings.local,
             need=JOB_SERVER_JAVA,
             wanted=JOB_SERVER_JAVA_TEXT,
             what="the Beam Flink job server",
+            java_home=settings.local.java_home,
+            system_java_home=settings.local.system_java_home,
         )
     except ServerError as e:
         raise RunnerError(f"{e} (or pass --job_server_java_launcher=PATH/TO/java)") from e
-
-
-# ---------------------------------------------------------------- fetching the jar
-
-
-def cached_jar(coords: str, cache_dir: Path) -> Path:
-    _group, artifact, version = coords.split(":")
-    return cache_dir / f"{artifact}-{version}.jar"
 
 
 def ensure_job_server_jar(
     coords: str, cache_dir: Path, *, log: Log | None = None, mvn: str | None = None
 ) -> Path:
     """The job-server jar in ``cache_dir``, fetched with ``mvn dependency:copy`` once."""
-    log = log or _stderr
-    target = cached_jar(coords, cache_dir)
-    if _nonempty(target):
-        return target
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RunnerError(f"cannot create the jar cache {cache_dir}: {e}") from e
-    with _locked(cache_dir / ".fetch.lock"):
-        if _nonempty(target):  # another process fetched it while we waited
-            return target
-        exe = mvn or shutil.which("mvn")
-        if exe is None:
-            raise RunnerError(
-                _fetch_failed(
-                    coords,
-                    "Maven (`mvn`) is not on PATH; install it (`apt-get install maven`)",
-                    repository=None,
-                )
-            )
-        partial = cache_dir / f".{target.name}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        log(f"Fetching {coords} with Maven into {cache_dir} (first use only)")
-        started = time.monotonic()
-        cmd = [
-            exe,
-            "-B",
-            "-U",  # a failure cached by an earlier try (a *.lastUpdated file) is retried
-            "dependency:copy",
-            f"-Dartifact={coords}",
-            f"-DoutputDirectory={partial}",
-        ]
-        try:
-            out = run_mvn(cmd, cwd=cache_dir)  # no pom.xml there: Maven's stand-alone project
-        except subprocess.TimeoutExpired as e:
-            shutil.rmtree(partial, ignore_errors=True)
-            raise RunnerError(
-                _fetch_failed(coords, f"mvn did not finish within {MVN_TIMEOUT_S:.0f} s", None)
-            ) from e
-        except OSError as e:
-            raise RunnerError(_fetch_failed(coords, f"cannot run mvn ({exe}): {e}", None)) from e
-        fetched = partial / target.name
-        text = out.stdout + out.stderr
-        if out.returncode != 0 or not _nonempty(fetched):
-            shutil.rmtree(partial, ignore_errors=True)
-            raise RunnerError(
-                _fetch_failed(coords, _mvn_reason(out.returncode, text), _repositories(text))
-            )
-        fetched.replace(target)  # atomic: an interrupted fetch never looks complete
-        shutil.rmtree(partial, ignore_errors=True)
-        log(f"Fetched {target.name} in {time.monotonic() - started:.1f} s")
-    return target
+    return fetch_jar(coords, cache_dir, fail=_fetch_error, log=log or _stderr, mvn=mvn)
 
 
-def _fetch_failed(coords: str, reason: str, repository: str | None) -> str:
-    where = repository or (
+def _fetch_error(f: MavenFailure) -> RunnerError:
+    where = f.repositories or (
         "the repositories of your Maven settings (Maven Central unless ~/.m2/settings.xml "
         "names a mirror)"
     )
-    return (
-        f"cannot fetch the Flink job server {coords} (Beam {BEAM_VERSION}) with Maven from "
-        f"{where}: {reason}.\n"
+    return RunnerError(
+        f"cannot fetch the Flink job server {f.coords} (Beam {BEAM_VERSION}) with Maven from "
+        f"{where}: {f.reason}.\n"
         "To run on Flink, do one of:\n"
         "  * pass --flink_job_server_jar=PATH (or URL) of that jar, fetched on a machine that "
         "reaches Maven Central's org.apache.beam artifacts;\n"
@@ -265,42 +198,8 @@ def _fetch_failed(coords: str, reason: str, repository: str | None) -> str:
     )
 
 
-def _repositories(mvn_output: str) -> str | None:
-    """The repositories Maven names in its error lines: 'central (https://...)'."""
-    found = dict.fromkeys(f"{m[1]} ({m[2]})" for m in _REPO_RE.finditer(mvn_output))
-    return ", ".join(found) or None
-
-
-def _mvn_reason(returncode: int, text: str) -> str:
-    for line in text.splitlines():
-        line = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
-        if line.startswith("[ERROR]") and len(line) > len("[ERROR] "):
-            reason = line[len("[ERROR] ") :]
-            if len(reason) > MVN_ERROR_CHARS:
-                reason = reason[:MVN_ERROR_CHARS] + "…"
-            return f"mvn exit {returncode}: {reason.rstrip('.')}"
-    return f"mvn exit {returncode} and no jar"
-
-
-def _nonempty(path: Path) -> bool:
-    try:
-        return path.is_file() and path.stat().st_size > 0
-    except OSError:
-        return False
-
-
 def _is_url(value: str) -> bool:
     return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value))
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _stderr(message: str) -> None:

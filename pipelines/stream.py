@@ -1,25 +1,26 @@
-"""``trajgraph stream SOURCE``: the streaming ingest (see pipelines/streaming.py).
+"""The streaming ingest pipeline (the DoFns are in pipelines/streaming.py).
 
 Beam streaming mode on the local runner: a PeriodicImpulse polls the source, stateful DoFns
-assemble trajectories, and the batch transforms extract and write them. Flags it does not
-know go to Beam. Runs until ``--duration`` seconds have passed, or until interrupted.
+assemble trajectories, and the batch transforms extract and write them. Shaped like Beam's
+examples: :func:`run` parses trajgraph's flags with ``parse_known_args`` (the rest go to
+Beam), composes the transforms and runs until ``--duration`` seconds have passed, or until
+interrupted. ``trajgraph stream`` runs it through trajgraph/jobs/stream.py, which prints the
+run's counters.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.runner import PipelineResult
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 
@@ -28,7 +29,7 @@ from trajgraph.errors import ConfigError, InputError
 from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
 from trajgraph.graph.embedders import embedder_name
 from trajgraph.pipelines import progress
-from trajgraph.pipelines.ingest import check_graph, embedder_for
+from trajgraph.pipelines.preflight import check_graph, dead_letter_root, embedder_for, utc_stamp
 from trajgraph.pipelines.streaming import (
     READ_FAILURES,
     STDIN,
@@ -70,33 +71,68 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_stream_pipeline(
-    p: beam.Pipeline,
-    *,
-    source: str,
-    poll_s: float,
-    stop_at: float | None,
-    tenant: str,
-    extractor: str,
-    llm: settings_mod.LLMSettings,
-    budget: int,
-    neo: settings_mod.Neo4jSettings,
-    batch_size: int,
-    embedder: settings_mod.EmbedderSettings | None,
-    dead_letter_path: str,
-) -> None:
+@dataclass(frozen=True)
+class StreamConfig:
+    """The stream's flags resolved against the settings and checked."""
+
+    source: str  # a directory, or "-" for stdin
+    poll_s: float
+    duration_s: float | None
+    tenant: str
+    extractor: str
+    llm: settings_mod.LLMSettings
+    budget_tokens: int
+    neo: settings_mod.Neo4jSettings
+    batch_size: int
+    embedder: settings_mod.EmbedderSettings | None
+    dead_letter_path: str  # appended to as bad lines arrive
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, settings: settings_mod.Settings) -> StreamConfig:
+        if args.source != STDIN and not Path(args.source).is_dir():
+            raise InputError(
+                "not a directory (give a folder of .jsonl files, or - for stdin)",
+                source=args.source,
+            )
+        if args.poll <= 0:
+            raise ConfigError("--poll must be positive")
+        extractor = resolve(args.extractor, settings.llm)
+        get_extractor(extractor, llm=settings.llm)  # a missing model fails here
+        dl_dir = (
+            Path(args.dead_letter)
+            if args.dead_letter
+            else dead_letter_root(settings) / f"stream-{utc_stamp()}"
+        )
+        return cls(
+            source=args.source,
+            poll_s=args.poll,
+            duration_s=args.duration,
+            tenant=args.tenant or settings.tenant,
+            extractor=extractor,
+            llm=settings.llm,
+            budget_tokens=args.budget or settings.token_budget,
+            neo=settings.neo4j,
+            batch_size=settings.write_batch_size,
+            embedder=embedder_for(args.embedder, settings),
+            dead_letter_path=str(dl_dir / "dead-letter.jsonl"),
+        )
+
+
+def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | None) -> None:
+    """Compose the stream on ``p``; the impulse stops at ``stop_at`` (a Unix time), if any."""
+    embedder = config.embedder
     ticks = p | "Poll the source" >> PeriodicImpulse(
-        fire_interval=poll_s, stop_timestamp=stop_at if stop_at else MAX_TIMESTAMP
+        fire_interval=config.poll_s, stop_timestamp=stop_at if stop_at else MAX_TIMESTAMP
     )
     read = (
         ticks
         | "Key the reader" >> beam.Map(lambda _: ("source", None))
         | "Read new lines"
-        >> beam.ParDo(TailSourceFn(source)).with_outputs(READ_FAILURES, main="lines")
+        >> beam.ParDo(TailSourceFn(config.source)).with_outputs(READ_FAILURES, main="lines")
     )
     lines = read.lines
     events, bad_events = (
-        lines | "Parse events" >> beam.ParDo(_ParseFn(tenant)).with_exception_handling()
+        lines | "Parse events" >> beam.ParDo(_ParseFn(config.tenant)).with_exception_handling()
     )
     assembled = (
         events
@@ -115,11 +151,16 @@ def build_stream_pipeline(
         | "Extract and merge windows"
         >> beam.ParDo(
             ExtractTrajectoryFn(
-                extractor, budget, llm, True, 1, embedder_name(embedder) if embedder else ""
+                config.extractor,
+                config.budget_tokens,
+                config.llm,
+                True,
+                1,
+                embedder_name(embedder) if embedder else "",
             )
         ).with_outputs(FAILURES, main="rows")
     )
-    _ = built.rows | "Write graph" >> WriteGraph(neo, batch_size, embedder)
+    _ = built.rows | "Write graph" >> WriteGraph(config.neo, config.batch_size, embedder)
     _ = (
         (
             read[READ_FAILURES],
@@ -128,7 +169,7 @@ def build_stream_pipeline(
             built[FAILURES],
         )
         | "Collect dead letters" >> beam.Flatten()
-        | "Append dead letters" >> beam.ParDo(AppendDeadLetterFn(dead_letter_path))
+        | "Append dead letters" >> beam.ParDo(AppendDeadLetterFn(config.dead_letter_path))
     )
 
 
@@ -142,68 +183,34 @@ class _ParseFn(beam.DoFn):
         yield parse_event(line, self._tenant)
 
 
-def run(
-    argv: Sequence[str] | None = None, *, settings: settings_mod.Settings | None = None
-) -> dict[str, Any]:
-    args, beam_args = build_parser().parse_known_args(argv)
-    settings = settings or settings_mod.load()
-    if args.source != STDIN and not Path(args.source).is_dir():
-        raise InputError(
-            "not a directory (give a folder of .jsonl files, or - for stdin)", source=args.source
-        )
-    if args.poll <= 0:
-        raise ConfigError("--poll must be positive")
-    extractor = resolve(args.extractor, settings.llm)
-    get_extractor(extractor, llm=settings.llm)
-    embedder = embedder_for(args.embedder, settings)
-    check_graph(settings.neo4j, embedder)
-    dl_dir = (
-        Path(args.dead_letter)
-        if args.dead_letter
-        else (
-            settings.local.home.parent
-            / "dead-letter"
-            / f"stream-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
-        )
-    )
+def run_pipeline(config: StreamConfig, beam_args: Sequence[str]) -> PipelineResult:
+    """Run the stream in Beam's streaming mode until ``duration_s`` has passed or Ctrl-C
+    (which cancels it); Beam's result."""
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    options = PipelineOptions(beam_args)
+    options = PipelineOptions(list(beam_args))
     options.view_as(StandardOptions).streaming = True
     progress.reset()
-    stop_at = time.time() + args.duration if args.duration else None
+    stop_at = time.time() + config.duration_s if config.duration_s else None
     p = beam.Pipeline(options=options)
-    build_stream_pipeline(
-        p,
-        source=args.source,
-        poll_s=args.poll,
-        stop_at=stop_at,
-        tenant=args.tenant or settings.tenant,
-        extractor=extractor,
-        llm=settings.llm,
-        budget=args.budget or settings.token_budget,
-        neo=settings.neo4j,
-        batch_size=settings.write_batch_size,
-        embedder=embedder,
-        dead_letter_path=str(dl_dir / "dead-letter.jsonl"),
-    )
+    build_pipeline(p, config, stop_at=stop_at)
     result = p.run()
     try:
         result.wait_until_finish()
     except KeyboardInterrupt:
         result.cancel()
-    counters: dict[str, Any] = {}
-    try:
-        for c in result.metrics().query(MetricsFilter().with_namespace(NS))["counters"]:
-            counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + int(
-                c.committed or c.attempted or 0
-            )
-    except Exception:  # the streaming DirectRunner's metrics can fail: use the local tally
-        counters = dict(progress.snapshot())
-    counters["dead_letter_path"] = str(dl_dir / "dead-letter.jsonl")
-    return counters
+    return result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    summary = run(argv)
-    print(json.dumps(summary, indent=2, default=str), file=sys.stdout)
-    return 0
+def run(
+    argv: Sequence[str] | None = None, *, settings: settings_mod.Settings | None = None
+) -> PipelineResult:
+    """Parse trajgraph's flags (the rest are Beam's), check the source and the graph, run."""
+    args, beam_args = build_parser().parse_known_args(argv)
+    config = StreamConfig.from_args(args, settings or settings_mod.load())
+    check_graph(config.neo, config.embedder)
+    return run_pipeline(config, beam_args)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    run()

@@ -162,11 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     try:
         if argv and argv[0] == "ingest":
-            from trajgraph.pipelines import ingest
+            from trajgraph.jobs import ingest
 
             return ingest.main(argv[1:])
         if argv and argv[0] == "stream":
-            from trajgraph.pipelines import stream
+            from trajgraph.jobs import stream
 
             return stream.main(argv[1:])
         if argv and argv[0] == "eval":

@@ -82,7 +82,7 @@ def write_sample(folder: Path) -> Path:
 def run(settings: Settings, *, start_server: bool = True) -> int:
     from trajgraph.client import TrajGraph
     from trajgraph.graph import local_server
-    from trajgraph.pipelines import ingest
+    from trajgraph.jobs import ingest
     from trajgraph.queries.why import render_text
 
     if start_server:

@@ -22,7 +22,7 @@ import uvicorn
 
 from trajgraph.api import MAX_BODY_BYTES, create_app
 from trajgraph.graph import governance
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.settings import Settings
 
 TRAJ = {

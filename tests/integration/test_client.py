@@ -15,7 +15,7 @@ import pytest
 from trajgraph.client import Timeouts, TrajGraph
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph import digest
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.settings import Settings
 
 TRAJ = {

@@ -20,7 +20,7 @@ import neo4j
 import pytest
 
 from trajgraph.graph import governance
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.queries import library
 from trajgraph.settings import Settings
 

@@ -12,7 +12,7 @@ import pytest
 from trajgraph import cli
 from trajgraph.errors import NotFoundError
 from trajgraph.graph import governance
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.settings import Settings
 
 DJANGO = "django__django-16255"

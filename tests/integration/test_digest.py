@@ -12,7 +12,7 @@ import pytest
 from trajgraph import cli
 from trajgraph.graph import governance
 from trajgraph.graph.digest import graph_digest, trajectory_digest
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.settings import Settings
 
 TRAJ: dict[str, Any] = {

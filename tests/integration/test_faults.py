@@ -36,7 +36,9 @@ from tests.fake_openai import FakeOpenAI
 from tests.integration.servers import REPO, Private
 from trajgraph.graph import digest, governance
 from trajgraph.graph import local_server as ls
-from trajgraph.pipelines import ingest
+from trajgraph.graph.local_server import process as ls_process
+from trajgraph.jobs import ingest
+from trajgraph.jobs.summary import EXIT_FAILED, EXIT_PARTIAL
 from trajgraph.settings import LLMSettings, Settings
 
 
@@ -91,7 +93,7 @@ def _kill_mid_write(
             pid = ls.status(private.settings.neo4j, private.settings.local).pid
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
-            while ls._alive(pid):
+            while ls_process.alive(pid):
                 time.sleep(0.05)
             os.kill(proc.pid, signal.SIGCONT)
             return proc, counts
@@ -147,7 +149,7 @@ def test_neo4j_killed_mid_write_then_a_manifest_rerun_equals_a_clean_run(
     assert 0 < at_kill["Turn"] < want_counts["Turn"], at_kill
     assert sum(at_kill.values()) < total
     # The ingest failed with exit 1 and said why, as JSON, in its summary and its metrics.
-    assert proc.returncode == ingest.EXIT_FAILED, (out, err[-3000:])
+    assert proc.returncode == EXIT_FAILED, (out, err[-3000:])
     summary = json.loads(out)
     assert summary["status"] == "failed" and summary["error"]
     assert "Neo4j" in summary["error"] or "ServiceUnavailable" in summary["error"], summary
@@ -247,7 +249,7 @@ def test_llm_failing_part_way_then_a_healthy_rerun_equals_a_clean_llm_run(
         settings = _llm_settings(neo4j_settings, fake_llm, tmp_path / "cache.sqlite3")
         manifest = str(tmp_path / "manifest.json")
         hurt = _llm_ingest(shared_dir, tenant, settings, tmp_path, "--manifest", manifest)
-        assert (hurt.status, hurt.exit_code) == ("partial", ingest.EXIT_PARTIAL)
+        assert (hurt.status, hurt.exit_code) == ("partial", EXIT_PARTIAL)
         assert hurt.balanced and hurt.records == clean.records
         assert 0 < len(hurt.files_retry) <= clean.files
         entries = json.loads(Path(manifest).read_text())["scopes"][0]["files"]

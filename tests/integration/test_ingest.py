@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apache_beam.runners.runner import PipelineState
 
 from trajgraph.demo import DEMO_ID, sample_trajectory, write_sample
 from trajgraph.graph import cypher
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
+from trajgraph.pipelines import ingest as pipeline
 from trajgraph.pipelines.adapters import normalize, split_records
 
 
@@ -161,3 +163,22 @@ def test_no_match_is_a_clear_error(neo4j_settings: Any, tenant: str, tmp_path: P
 
     with pytest.raises(InputError, match="no input files match"):
         _ingest([str(tmp_path / "nothing-*.jsonl")], tenant, neo4j_settings, tmp_path)
+
+
+def test_the_pipeline_runs_bare_from_its_own_flags(
+    driver: Any, neo4j_settings: Any, tenant: str, tmp_path: Path
+) -> None:
+    # `python -m trajgraph.pipelines.ingest`: the pipeline without the job around it; flags it
+    # does not know (here --direct_num_workers) go to Beam.
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(json.dumps(sample_trajectory()) + "\n[1, 2, 3]\n", encoding="utf-8")
+    argv = [str(path), "--tenant", tenant, "--embedder", "none", "--extractor", "heuristic"]
+    argv += ["--dead-letter", str(tmp_path / "dl"), "--direct_num_workers", "1"]
+    result = pipeline.run(argv, settings=neo4j_settings)
+    assert result.state == PipelineState.DONE
+    ids = {
+        r["id"] for r in driver.execute_query(cypher.COUNT_TRAJECTORY_TURNS, tenant=tenant).records
+    }
+    assert ids == {DEMO_ID}
+    dead = (tmp_path / "dl" / "dead-letter.jsonl").read_text().splitlines()
+    assert [json.loads(d)["locator"] for d in dead] == ["line 2"]

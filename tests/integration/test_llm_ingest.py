@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.fake_openai import FakeOpenAI
 from trajgraph.graph import cypher
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.settings import LLMSettings, Settings
 

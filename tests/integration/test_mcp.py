@@ -27,8 +27,8 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from trajgraph.client import TrajGraph
 from trajgraph.graph import governance
 from trajgraph.graph.embedders import get_embedder
+from trajgraph.jobs import ingest
 from trajgraph.mcp_server import RequireBearer, build_server
-from trajgraph.pipelines import ingest
 from trajgraph.settings import Settings
 
 TRAJ = {

@@ -23,7 +23,7 @@ import pytest
 
 from tests.integration.servers import REPO, Private, serve_in_thread
 from trajgraph.api import create_app
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 
 TENANT = "outage"
 KEY = "outage-key-" + "k" * 20

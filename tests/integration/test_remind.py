@@ -18,7 +18,7 @@ from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph import governance
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.memory.remind import remind

@@ -18,7 +18,7 @@ from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph import governance
 from trajgraph.graph.embedders import HashEmbedder, LocalEmbedder
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import LLMSettings, Settings

@@ -34,7 +34,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from trajgraph.graph import cypher, governance
 from trajgraph.graph.digest import graph_digest, trajectory_digest
-from trajgraph.pipelines import ingest, runners
+from trajgraph.jobs import ingest
+from trajgraph.pipelines import runners
 from trajgraph.pipelines.streaming import AssembleTrajectoryFn, Line, parse_event
 from trajgraph.settings import Settings
 

@@ -16,7 +16,8 @@ import pytest
 
 from trajgraph.graph import governance, ids
 from trajgraph.graph.digest import trajectory_digest
-from trajgraph.pipelines import ingest, stream
+from trajgraph.jobs import ingest
+from trajgraph.pipelines import stream
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.settings import Settings
 

@@ -9,7 +9,7 @@ import pytest
 
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
 from trajgraph.errors import ConfigError, NotFoundError
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.queries.why.chain import render_text, why_chain
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.queries.why.chain import why_chain
 from trajgraph.queries.why.render import render_html
 

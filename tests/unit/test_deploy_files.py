@@ -25,8 +25,9 @@ import pytest
 import yaml
 
 from trajgraph import cli
-from trajgraph.pipelines import ingest as ingest_mod
-from trajgraph.pipelines import stream as stream_mod
+from trajgraph.jobs import ingest as ingest_mod
+from trajgraph.jobs import stream as stream_mod
+from trajgraph.jobs import summary as summary_mod
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -84,7 +85,7 @@ def check_invocation(argv: list[str], where: str) -> argparse.Namespace:
     try:
         with contextlib.redirect_stderr(err):
             if sub in ("ingest", "stream"):
-                # main() hands these to the pipelines' own parsers; what those do not know goes
+                # main() hands these to the jobs' own parsers; what those do not know goes
                 # to Beam untouched, so an unknown flag here would be a silent typo.
                 module = ingest_mod if sub == "ingest" else stream_mod
                 ns, unknown = module.build_parser().parse_known_args(args)
@@ -147,8 +148,8 @@ def check_ingest_paths(ns: argparse.Namespace, mounts: set[str], where: str) -> 
 
 
 def exit_codes() -> set[int]:
-    """trajgraph ingest's documented exit codes (EXIT_* of pipelines/ingest.py), if any."""
-    return {v for k, v in vars(ingest_mod).items() if k.startswith("EXIT_") and isinstance(v, int)}
+    """trajgraph ingest's documented exit codes (EXIT_* of trajgraph/jobs/summary.py), if any."""
+    return {v for k, v in vars(summary_mod).items() if k.startswith("EXIT_") and isinstance(v, int)}
 
 
 # ------------------------------------------------------------------ the Dockerfile

@@ -1,4 +1,6 @@
-"""graph.local_server without a server: config and pom text, Java checks, missing-tool errors."""
+"""graph.local_server without a server: config and pom text, the Java a Neo4j version needs,
+missing-tool errors, status and stop when nothing runs (Java and Maven themselves:
+test_jvm.py)."""
 
 from __future__ import annotations
 
@@ -120,26 +122,6 @@ def test_settings_load_new_fields(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ Java
-
-
-@pytest.mark.parametrize(
-    ("text", "major"),
-    [
-        ('openjdk version "17.0.15" 2025-04-15\nOpenJDK Runtime Environment', 17),
-        ('java version "1.8.0_292"\nJava(TM) SE Runtime Environment', 8),
-        ('openjdk version "21.0.2" 2024-01-16 LTS', 21),
-        ('openjdk version "25" 2025-09-16', 25),
-        ('Picked up JAVA_TOOL_OPTIONS: -Xss1m\nopenjdk version "11.0.2" 2019-01-15', 11),
-        ('openjdk version "26-ea" 2026-03-17', 26),
-    ],
-)
-def test_parse_java_version(text: str, major: int) -> None:
-    assert ls.parse_java_version(text) == major
-
-
-def test_parse_java_version_garbage() -> None:
-    with pytest.raises(ServerError, match="cannot read the Java version"):
-        ls.parse_java_version("command not found")
 
 
 def test_java_requirement() -> None:
@@ -278,6 +260,9 @@ def test_main_usage_and_status_exit_codes(
 ) -> None:
     assert ls.main(["bogus"]) == 2
     monkeypatch.setenv("TRAJGRAPH_NEO4J_HOME", str(tmp_path / "home"))
+    # A run or data dir exported for a developer's own server would point at that server.
+    monkeypatch.delenv("TRAJGRAPH_NEO4J_RUN", raising=False)
+    monkeypatch.delenv("TRAJGRAPH_NEO4J_DATA", raising=False)
     monkeypatch.setenv("TRAJGRAPH_NEO4J_PORT", str(_free_port()))
     assert ls.main(["status"]) == 3
     assert "not running" in capsys.readouterr().out

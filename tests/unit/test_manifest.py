@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from trajgraph.errors import ConfigError, TrajgraphError
-from trajgraph.pipelines import manifest as m
-from trajgraph.pipelines.manifest import Manifest, Plan, file_key
+from trajgraph.jobs import manifest as m
+from trajgraph.jobs.manifest import Manifest, Plan, file_key
 
 CFG = "cfg-1"
 

@@ -36,7 +36,7 @@ from trajgraph.errors import TrajgraphError
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.graph.embedders import get_embedder
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
 from trajgraph.queries.retrieval.engine import Retriever
 

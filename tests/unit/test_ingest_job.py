@@ -1,6 +1,6 @@
-"""The nightly-job side of `trajgraph ingest` without Neo4j: exit codes, the error line of a
-failed run, the metrics file, which files a run must read again, and the LLM windows the
-heuristic stood in for because the server did not answer."""
+"""The nightly job around the ingest pipeline (trajgraph/jobs/) without Neo4j: exit codes, the
+error line of a failed run, the metrics file, which files a run must read again, and the LLM
+windows the heuristic stood in for because the server did not answer."""
 
 from __future__ import annotations
 
@@ -20,10 +20,17 @@ from trajgraph.demo import sample_trajectory
 from trajgraph.errors import ConfigError, GraphError, InputError
 from trajgraph.extractors.llm import LLMExtractor
 from trajgraph.graph.rows import GraphRows
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest, signals
+from trajgraph.jobs.manifest import file_key
+from trajgraph.jobs.summary import (
+    EXIT_CONFIG,
+    METRICS_SCHEMA,
+    IngestSummary,
+    error_text,
+    write_metrics,
+)
 from trajgraph.pipelines.adapters.base import Located
-from trajgraph.pipelines.ingest import IngestSummary
-from trajgraph.pipelines.manifest import file_key
+from trajgraph.pipelines.ingest import retry_rows
 from trajgraph.pipelines.transforms import BuildGraphRows
 from trajgraph.pipelines.windows import build_windows
 from trajgraph.settings import LLMSettings
@@ -49,7 +56,7 @@ def _summary(**kw: Any) -> IngestSummary:
 )
 def test_exit_codes_of_finished_runs(changes: dict[str, Any], status: str, code: int) -> None:
     s = _summary(**changes)
-    ingest._set_status(s)
+    s.set_status()
     assert (s.status, s.exit_code) == (status, code)
     assert (s.error is None) == (code != 1)
 
@@ -62,25 +69,25 @@ def test_exit_codes_of_finished_runs(changes: dict[str, Any], status: str, code:
         (GraphError("Neo4j is not reachable"), "failed", 1),
         (RuntimeError("boom"), "failed", 1),
         (KeyboardInterrupt(), "interrupted", 130),
-        (ingest.Terminated(), "interrupted", 143),
+        (signals.Terminated(), "interrupted", 143),
     ],
 )
 def test_exit_codes_of_runs_that_raised(error: BaseException, status: str, code: int) -> None:
     s = IngestSummary()
-    ingest._failed(s, error, 0.0)
+    s.set_failure(error, 0.0)
     assert (s.status, s.exit_code) == (status, code)
     assert s.error and s.finished_at
 
 
 def test_a_signal_wrapped_by_beam_still_counts_as_the_signal() -> None:
     # Beam runs bundles on the main thread and re-raises what a DoFn raised as RuntimeError.
-    ingest._signalled[:] = [signal.SIGTERM]
+    signals.received[:] = [signal.SIGTERM]
     try:
         s = IngestSummary()
-        ingest._failed(s, RuntimeError("pipelines.ingest.Terminated [while running 'W']"), 0.0)
+        s.set_failure(RuntimeError("jobs.signals.Terminated [while running 'W']"), 0.0)
         assert (s.status, s.exit_code, s.error) == ("interrupted", 143, "terminated by SIGTERM")
     finally:
-        ingest._signalled.clear()
+        signals.received.clear()
 
 
 def test_error_text_names_the_lost_connection_under_beams_wrapping() -> None:
@@ -93,19 +100,19 @@ def test_error_text_names_the_lost_connection_under_beams_wrapping() -> None:
         except GraphError as e:  # what Beam does: same type, stage appended
             raise GraphError(f"{e} [while running 'Write graph/Write batches']") from e
     except GraphError as outer:
-        text = ingest.error_text(outer)
+        text = error_text(outer)
     assert text.startswith("a batch write failed: Neo4j is lost [while running")
     assert "caused by ServiceUnavailable: Failed to read from defunct connection" in text
-    assert ingest.error_text(ValueError("x")) == "ValueError: x"
+    assert error_text(ValueError("x")) == "ValueError: x"
 
 
 def test_metrics_file_has_the_summary_status_and_times(tmp_path: Path) -> None:
     s = _summary(files_skipped=4, started_at="2026-01-01T00:00:00Z")
-    ingest._failed(s, GraphError("Neo4j is lost"), 0.0)
+    s.set_failure(GraphError("Neo4j is lost"), 0.0)
     path = tmp_path / "m" / "metrics.json"
-    ingest.write_metrics(path, s)
+    write_metrics(path, s)
     d = json.loads(path.read_text())
-    assert d["schema"] == ingest.METRICS_SCHEMA
+    assert d["schema"] == METRICS_SCHEMA
     assert (d["status"], d["exit_code"], d["error_type"]) == ("failed", 1, "GraphError")
     assert d["error"] == "Neo4j is lost" and d["files_skipped"] == 4
     assert d["started_at"] and d["finished_at"] and d["pid"] > 0
@@ -127,7 +134,7 @@ def test_main_prints_json_with_the_error_and_writes_metrics_when_it_cannot_start
         ]
     )
     out, err = capsys.readouterr()
-    assert code == ingest.EXIT_CONFIG == 2
+    assert code == EXIT_CONFIG == 2
     summary = json.loads(out)
     assert summary["status"] == "error" and "no input files match" in summary["error"]
     assert "trajgraph: error:" in err and "Traceback" not in err
@@ -143,14 +150,14 @@ def test_file_outcomes_from_dead_letters_and_windows_to_retry(tmp_path: Path) ->
     retry = tmp_path / "retry"
     (tmp_path / "retry.jsonl").write_text(json.dumps({"source": c, "windows": 3}) + "\n")
     s = _summary(dead_lettered=3)
-    failed, degraded = ingest._file_outcomes(s, [a, b, c], str(dl), str(retry))
+    failed, degraded = ingest.file_outcomes(s, [a, b, c], str(dl), str(retry))
     assert failed == {file_key(a): 2, file_key(b): 1}
     assert degraded == {file_key(c): 3}
 
     # A dead letter without a source, or vectors that could not be made: every file again.
     dl.write_text(json.dumps({"source": "", "stage": "read"}) + "\n")
     s = _summary(dead_lettered=1, counters={"embed_failed": 1})
-    failed, degraded = ingest._file_outcomes(s, [a, b, c], str(dl), str(retry))
+    failed, degraded = ingest.file_outcomes(s, [a, b, c], str(dl), str(retry))
     assert set(failed) == set(degraded) == {file_key(a), file_key(b), file_key(c)}
 
 
@@ -190,7 +197,7 @@ def test_graph_rows_carry_the_windows_to_retry(fake_llm: FakeOpenAI) -> None:
             | BuildGraphRows("llm", 512, _llm(fake_llm), use_cache=False)
         )
         assert_that(
-            built["rows"] | beam.FlatMap(ingest._retry_rows) | beam.Map(lambda r: r["source"]),
+            built["rows"] | beam.FlatMap(retry_rows) | beam.Map(lambda r: r["source"]),
             equal_to(["logs/demo.jsonl"]),
         )
-    assert ingest._retry_rows(GraphRows("tr_x", "h")) == []
+    assert retry_rows(GraphRows("tr_x", "h")) == []

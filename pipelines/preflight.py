@@ -1,0 +1,84 @@
+"""What a pipeline run settles before Beam starts: the input files it reads, the embedder it
+uses, whether the graph can take it, and where its dead letters go by default.
+
+Shared by the batch and the streaming pipeline; each check fails with the reason (a
+ConfigError, InputError or GraphError), not a Beam trace from a worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from apache_beam.io.filesystems import FileSystems
+
+from trajgraph import settings as settings_mod
+from trajgraph.errors import InputError
+
+# Walking a directory picks up the files an adapter can read; other files are not records.
+LOG_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".parquet")
+
+
+def expand_paths(patterns: Sequence[str]) -> list[str]:
+    """Globs, directories and files → a sorted list of unique files; a pattern matching nothing
+    is an error (a nightly job with a typo must not look like an empty night)."""
+    found: list[str] = []
+    for pattern in patterns:
+        local = Path(pattern)
+        if local.is_dir():
+            matches = sorted(
+                str(f) for f in local.rglob("*") if f.is_file() and f.name.endswith(LOG_SUFFIXES)
+            )
+        else:
+            try:
+                result = FileSystems.match([pattern])[0]
+            except Exception as e:  # Beam raises BeamIOError for bad schemes and patterns
+                raise InputError(f"cannot list {pattern!r}: {e}", source=pattern) from e
+            matches = sorted(m.path for m in result.metadata_list)
+        if not matches:
+            raise InputError("no input files match", source=pattern)
+        found.extend(matches)
+    return sorted(dict.fromkeys(found))
+
+
+def embedder_for(
+    flag: str | None, settings: settings_mod.Settings
+) -> settings_mod.EmbedderSettings | None:
+    """The embedder of ``--embedder`` (None for ``none``), else the configured one."""
+    if flag == "none":
+        return None
+    return dataclasses.replace(settings.embedder, kind=flag) if flag else settings.embedder
+
+
+def check_graph(
+    neo: settings_mod.Neo4jSettings, embedder: settings_mod.EmbedderSettings | None
+) -> None:
+    """Fail before reading anything when Neo4j is unreachable or its embeddings were made by
+    another model, with the reason, not a Beam trace."""
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.graph.embedders import dimension, get_embedder
+    from trajgraph.graph.writer import ensure_embedding_space, ensure_schema
+
+    driver = open_driver(neo)
+    try:
+        ensure_schema(driver, neo.database)
+        if embedder is not None:
+            emb = get_embedder(embedder)
+            try:
+                ensure_embedding_space(driver, neo.database, emb.name, dimension(emb))
+            finally:
+                emb.close()
+    finally:
+        driver.close()
+
+
+def dead_letter_root(settings: settings_mod.Settings) -> Path:
+    """Where a run's dead-letter folder goes when ``--dead-letter`` is not given: beside the
+    local server's cache (``~/.cache/trajgraph/dead-letter/``), one new folder per run."""
+    return settings.local.home.parent / "dead-letter"
+
+
+def utc_stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -1,0 +1,289 @@
+"""``trajgraph ingest``: the batch pipeline (pipelines/ingest.py) run as a nightly job.
+
+Around one pipeline run the job lists the inputs, checks the graph, sets up the runner,
+lets ``--manifest PATH`` pick only new, changed or failed files (trajgraph/jobs/manifest.py)
+and records their outcome once the graph write succeeded, fills the summary, writes
+``--metrics PATH`` (also when the run fails), shows a progress bar on a terminal, and
+:func:`main` prints the summary (JSON with ``--json``) and returns the exit code: 0 ok,
+1 failed, 2 bad configuration or input, 3 done but some records were dead-lettered or some
+windows must be extracted again, 130/143 interrupted by SIGINT/SIGTERM (docs/nightly.md).
+
+:func:`run` is the programmatic entry (tests, benchmarks, ``trajgraph eval``): the same
+flags as the command line, an :class:`IngestSummary` back, and what stopped the run raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from apache_beam.metrics.metric import MetricsFilter
+
+from trajgraph import settings as settings_mod
+from trajgraph.errors import ConfigError
+from trajgraph.jobs import signals
+from trajgraph.jobs.manifest import Manifest, Plan, config_fingerprint, file_key, now_iso
+from trajgraph.jobs.progress_bar import ProgressBar
+from trajgraph.jobs.summary import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    IngestSummary,
+    write_metrics,
+)
+from trajgraph.pipelines import ingest as pipeline
+from trajgraph.pipelines import progress, runners
+from trajgraph.pipelines.preflight import check_graph, expand_paths
+from trajgraph.pipelines.transforms import NS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="trajgraph ingest",
+        description="Ingest agent logs into the Neo4j causality graph "
+        "(Apache Beam batch pipeline). "
+        "Unknown flags go to Beam, e.g. --runner, --direct_num_workers.",
+    )
+    pipeline.add_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        "--manifest",
+        default=None,
+        metavar="PATH",
+        help="JSON file of the files already ingested (per tenant and id prefix): read only new, "
+        "changed or failed files, and record this run's outcome after the graph write succeeded",
+    )
+    p.add_argument(
+        "--rescan",
+        action="store_true",
+        help="with --manifest: read every file even if unchanged (the manifest is still updated)",
+    )
+    p.add_argument(
+        "--metrics",
+        default=None,
+        metavar="PATH",
+        help="write a JSON metrics file (counts, durations, exit status), also when the run fails",
+    )
+    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    return p
+
+
+def run(
+    argv: Sequence[str] | None = None,
+    *,
+    settings: settings_mod.Settings | None = None,
+    summary: IngestSummary | None = None,
+) -> IngestSummary:
+    """Run an ingest and return its summary; raise what stopped it.
+
+    ``summary``, when given, is filled as the run goes, so a caller still has the status,
+    error and counts of a run that raised (``main`` prints them). ``--metrics`` is written
+    either way.
+    """
+    args, beam_args = build_parser().parse_known_args(argv)
+    s = summary if summary is not None else IngestSummary()
+    s.started_at = now_iso()
+    s.manifest_path = str(args.manifest or "")
+    s.id_prefix = args.id_prefix
+    started = time.monotonic()
+    try:
+        _run(args, beam_args, settings or settings_mod.load(), s, started)
+        s.finished_at = now_iso()
+        s.duration_s = time.monotonic() - started
+        if args.metrics:
+            write_metrics(args.metrics, s)
+    except BaseException as e:
+        s.set_failure(e, started)
+        if args.metrics:
+            try:
+                write_metrics(args.metrics, s)
+            except Exception as me:  # do not hide the error that stopped the run
+                logging.getLogger(__name__).error(
+                    "could not write metrics %s: %r", args.metrics, me
+                )
+        raise
+    return s
+
+
+def _run(
+    args: argparse.Namespace,
+    beam_args: list[str],
+    settings: settings_mod.Settings,
+    s: IngestSummary,
+    started: float,
+) -> None:
+    config = pipeline.IngestConfig.from_args(args, settings)
+    s.extractor = config.extractor if config.extractor != "llm" else f"llm ({config.llm.model})"
+    if args.rescan and not args.manifest:
+        raise ConfigError("--rescan only means something with --manifest")
+    s.tenant = config.tenant
+    paths = expand_paths(args.paths)
+    # The job's own files may sit next to the logs (a .json manifest in the log folder).
+    own = {file_key(str(f)) for f in (args.manifest, args.metrics) if f}
+    paths = [f for f in paths if file_key(f) not in own]
+    s.files_input = len(paths)
+    check_graph(config.neo, config.embedder)
+    # --runner FlinkRunner: fetch the job server, pick its Java, default to a local cluster.
+    beam_args = runners.prepare_beam_args(beam_args, settings)
+
+    manifest = Manifest.load(args.manifest) if args.manifest else None
+    with manifest.lock() if manifest else contextlib.nullcontext():
+        # What decides the graph's content for a file besides the file: part of every entry.
+        fingerprint = config_fingerprint(
+            format=config.fmt,
+            extractor=config.extractor_fingerprint,
+            embedder=config.embedder_name,
+            budget=config.budget_tokens,
+            max_record_bytes=config.max_record_bytes,
+        )
+        plan: Plan | None = None
+        todo = paths
+        if manifest is not None:
+            plan = manifest.plan(
+                paths,
+                tenant=config.tenant,
+                id_prefix=config.id_prefix,
+                config=fingerprint,
+                rescan=args.rescan,
+            )
+            todo = plan.sources
+            s.files_skipped = len(plan.skipped)
+            s.files_missing = sorted(str(m.get("source") or m["key"]) for m in plan.missing)
+        s.phases_s["plan"] = round(time.monotonic() - started, 3)
+
+        dl_dir = pipeline.dead_letter_dir(args.dead_letter, settings)
+        prefix = str(dl_dir / "dead-letter")
+        retry_prefix = str(dl_dir / "retry") if manifest is not None else None
+        if todo:
+            dl_dir.mkdir(parents=True, exist_ok=True)
+            t0 = time.monotonic()
+            show = args.progress == "on" or (
+                args.progress == "auto" and sys.stderr.isatty() and not args.json
+            )
+            with ProgressBar(len(todo)) if show else contextlib.nullcontext():
+                result = pipeline.run_pipeline(
+                    config,
+                    beam_args,
+                    paths=todo,
+                    dead_letter_prefix=prefix,
+                    retry_prefix=retry_prefix,
+                )
+            s.take_counters(_counters(result))
+            s.seconds = time.monotonic() - t0
+            s.phases_s["pipeline"] = round(s.seconds, 3)
+        s.files = s.files or len(todo)
+        s.dead_letter_path = prefix + ".jsonl"
+        failed, degraded = file_outcomes(s, todo, s.dead_letter_path, retry_prefix)
+        s.files_retry = (
+            []
+            if manifest is None
+            else sorted(
+                {src for src in todo if file_key(src) in failed or file_key(src) in degraded}
+            )
+        )
+        s.set_status()
+        if manifest is not None and plan is not None and s.exit_code in (EXIT_OK, EXIT_PARTIAL):
+            # Only now, with the graph written: a crash before this line marks nothing done.
+            t0 = time.monotonic()
+            manifest.record(
+                plan,
+                tenant=config.tenant,
+                id_prefix=config.id_prefix,
+                config=fingerprint,
+                failed=failed,
+                degraded=degraded,
+                run={
+                    "started_at": s.started_at,
+                    "finished_at": now_iso(),
+                    "status": s.status,
+                    "files_read": len(todo),
+                    "files_skipped": s.files_skipped,
+                    "files_retry": len(s.files_retry),
+                    "files_missing": len(s.files_missing),
+                    "records": s.records,
+                    "dead_lettered": s.dead_lettered,
+                },
+            )
+            manifest.save()
+            s.phases_s["manifest"] = round(time.monotonic() - t0, 3)
+        if retry_prefix:
+            Path(retry_prefix + ".jsonl").unlink(missing_ok=True)
+        if args.dead_letter is None and not (s.dead_lettered or s.windows_failed):
+            # Nothing was rejected: do not leave an empty folder behind for every clean run.
+            Path(s.dead_letter_path).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                dl_dir.rmdir()
+            s.dead_letter_path = ""
+
+
+def _counters(result: Any) -> dict[str, int]:
+    """The pipeline's counters from Beam's metrics, or the in-process tally where the runner
+    cannot report them."""
+    counters: dict[str, int] = {}
+    try:
+        for c in result.metrics().query(MetricsFilter().with_namespace(NS))["counters"]:
+            value = c.committed if c.committed is not None else c.attempted
+            counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + int(value or 0)
+    except (NotImplementedError, KeyError):
+        counters = progress.snapshot()
+    return counters
+
+
+def file_outcomes(
+    s: IngestSummary, todo: list[str], dead_letter_path: str, retry_prefix: str | None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Per file key: dead letters (failed) and windows to extract again (degraded)."""
+    failed: dict[str, int] = {}
+    degraded: dict[str, int] = {}
+    everything = {file_key(src) for src in todo}
+    if s.dead_lettered or s.windows_failed:
+        for row in _json_lines(dead_letter_path):
+            source = str(row.get("source") or "")
+            for key in {file_key(source)} if source else everything:  # unknown: all of them
+                failed[key] = failed.get(key, 0) + 1
+    if retry_prefix:
+        for row in _json_lines(retry_prefix + ".jsonl"):
+            source = str(row.get("source") or "")
+            for key in {file_key(source)} if source else everything:
+                degraded[key] = degraded.get(key, 0) + int(row.get("windows") or 1)
+        if s.counters.get("embed_failed"):
+            # Written without vectors: which file is not known here, so all of them again.
+            for key in everything:
+                degraded.setdefault(key, 0)
+    return failed, degraded
+
+
+def _json_lines(path: str) -> list[dict[str, Any]]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``trajgraph ingest``: run, print the summary (JSON with --json, also when the run
+    fails, then with an ``error``), and return the exit code (EXIT_* of jobs/summary.py)."""
+    args, _ = build_parser().parse_known_args(argv)
+    summary = IngestSummary()
+    with signals.ending_the_run():
+        try:
+            run(argv, summary=summary)
+        except BaseException as e:
+            if summary.error is None:  # raised before run() could describe it
+                summary.set_failure(e, time.monotonic())
+            print(f"trajgraph: error: {summary.error}", file=sys.stderr)
+    print(json.dumps(summary.to_json(), indent=2) if args.json else summary.render())
+    if summary.status == "interrupted":
+        # Beam's worker threads may still be busy: leave now, with the summary printed.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(summary.exit_code)
+    return summary.exit_code

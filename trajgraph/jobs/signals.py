@@ -1,0 +1,41 @@
+"""SIGTERM and SIGINT end an ingest with its summary and metrics (exit 143 / 130).
+
+Beam runs bundles on the main thread and re-raises what a DoFn raised as a RuntimeError, so
+the exception that reaches the job cannot tell which signal stopped it: the handler records
+the signal in :data:`received` before raising.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+# The signals that stopped the current run, in order.
+received: list[int] = []
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (the handler raises this, so the run ends like on Ctrl-C)."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    received.append(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextlib.contextmanager
+def ending_the_run() -> Iterator[None]:
+    """Within: SIGTERM raises :class:`Terminated`, SIGINT KeyboardInterrupt (main thread only;
+    elsewhere signals cannot be handled and nothing changes). The old handlers come back after."""
+    received.clear()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
