@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -60,6 +61,12 @@ def test_stages_install_under_trajgraph_with_their_data(wheel: zipfile.ZipFile) 
     cypher = {n for n in names if n.startswith("trajgraph/queries/") and n.endswith(".cypher")}
     assert len(cypher) == len(list((REPO / "queries").glob("*.cypher"))) > 0
     assert "trajgraph/pipelines/adapters/__init__.py" in names
+    # Every package folder of the source tree is in the wheel (a missing __init__.py drops one).
+    for folder, _, files in os.walk(REPO / "trajgraph", followlinks=True):
+        if "__pycache__" not in folder and any(f.endswith(".py") for f in files):
+            init = Path(folder, "__init__.py").relative_to(REPO).as_posix()
+            assert init in names, f"{folder} is no package (no __init__.py): not in the wheel"
+    assert "trajgraph/evaluation/harness.py" in names  # `trajgraph eval` needs it installed
     assert not any(n.startswith(("trajgraph/bench", "bench/", "tests/")) for n in names)
 
 
