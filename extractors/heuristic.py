@@ -96,6 +96,11 @@ _ERROR_CLASS_AT = re.compile(
     r"|\w*DoesNotExist))(?::\s|:?\s*$)"
 )
 _TEST_FAILURE = re.compile(r"^(?:FAILED|ERROR)\s+([^\s(]\S*)")
+# The line that ends a Python traceback names the exception, whatever its class is called
+# (django's ImproperlyConfigured, AppRegistryNotReady): the first unindented line after the
+# frames of a "Traceback (most recent call last):" header.
+_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):[ \t\r]*$", re.M)
+_TRACEBACK_END = re.compile(r"^((?:[A-Za-z_]\w*\.){0,8}[A-Z]\w*)(?::[ \t][^\n]*|:?[ \t\r]*)$")
 _ERROR_PREFIX = re.compile(
     r"^(?:fatal|error|Error|ERROR|FATAL|panic)\s*(?:\[[^\]]*\])?\s*:\s*\S"  # git, npm, rustc
     r"|^E {2,}\S"  # pytest's failure detail lines
@@ -105,6 +110,8 @@ _ERROR_PHRASE = re.compile(
     r"|\bcannot access\b|\bSQL compilation error\b|\bsyntax error\b|\bdoes not exist\b"
     # Spider-agent's whole report of a failed shell command.
     r"|^Command execution failed\b"
+    # What scripts print when they catch one: "An error occurred: Requested setting ...".
+    r"|^An? (?:unexpected )?(?:error|exception) (?:occurred|was raised)\b"
 )
 
 # --- test summaries and HTTP status ------------------------------------------------------------
@@ -249,15 +256,53 @@ def _exit_code(obs: str) -> str | None:
     return next(g for g in m.groups() if g is not None)
 
 
+def error_lines(observation: str) -> list[str]:
+    """The error lines this extractor records for an observation, as stored (cut at
+    MAX_VALUE_CHARS): what failure signatures are computed from (extractors/signatures.py)."""
+    return [d.value for d in _errors(observation, FALLBACK_SUBJECT)]
+
+
 def _errors(obs: str, cmd: str) -> list[_Draft]:
     found: list[_Draft] = []
-    for m in _ERROR_CANDIDATE.finditer(obs):
-        line = m.group().strip()
-        draft = _error_draft(line, cmd)
+    for _, is_end, line in sorted(_error_candidates(obs)):
+        draft = _traceback_end_draft(line) if is_end else _error_draft(line, cmd)
         if draft is not None and draft not in found:
             found.append(draft)
     # The last errors matter most: a traceback ends with its exception, pytest with FAILED lines.
     return found[-MAX_ERRORS:]
+
+
+def _error_candidates(obs: str) -> Iterator[tuple[int, bool, str]]:
+    """(position, ends a traceback, stripped line) of the candidate error lines."""
+    ends: dict[int, str] = {}
+    for tb in _TRACEBACK.finditer(obs):
+        end = _traceback_end(obs, tb.end())
+        if end is not None:
+            ends[end[0]] = end[1]
+    for m in _ERROR_CANDIDATE.finditer(obs):
+        if m.start() not in ends:
+            yield m.start(), False, m.group().strip()
+    for start, text in ends.items():
+        yield start, True, text
+
+
+def _traceback_end(obs: str, pos: int) -> tuple[int, str] | None:
+    """The first unindented, non-empty line after the traceback header ending at ``pos``."""
+    while pos < len(obs):
+        end = obs.find("\n", pos + 1)
+        end = len(obs) if end < 0 else end
+        line = obs[pos:end].strip("\n\r")
+        if line.strip() and not line[:1].isspace():
+            return pos + (1 if obs[pos] == "\n" else 0), line.strip()
+        pos = end
+    return None
+
+
+def _traceback_end_draft(line: str) -> _Draft | None:
+    m = _TRACEBACK_END.match(line)
+    if m is None:
+        return None
+    return _Draft("error", m.group(1), "error", truncate_words(line, MAX_VALUE_CHARS))
 
 
 def _error_draft(line: str, cmd: str) -> _Draft | None:

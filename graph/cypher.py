@@ -29,6 +29,12 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX object_name IF NOT EXISTS FOR (n:Object) ON (n.tenant, n.name)",
     "CREATE INDEX object_tenant IF NOT EXISTS FOR (n:Object) ON (n.tenant)",
     "CREATE INDEX identifier_value IF NOT EXISTS FOR (n:Identifier) ON (n.tenant, n.value)",
+    "CREATE CONSTRAINT signature_uid IF NOT EXISTS FOR (n:Signature) REQUIRE n.uid IS UNIQUE",
+    "CREATE CONSTRAINT resolution_uid IF NOT EXISTS FOR (n:Resolution) REQUIRE n.uid IS UNIQUE",
+    "CREATE INDEX signature_text IF NOT EXISTS FOR (n:Signature) ON (n.tenant, n.version, n.text)",
+    "CREATE INDEX signature_tenant IF NOT EXISTS FOR (n:Signature) ON (n.tenant)",
+    "CREATE INDEX resolution_trajectory IF NOT EXISTS FOR (n:Resolution) ON (n.trajectory_uid)",
+    "CREATE INDEX resolution_signature IF NOT EXISTS FOR (n:Resolution) ON (n.signature_uid)",
 )
 
 # Full-text search over what people and agents type into questions: state descriptions and
@@ -89,8 +95,16 @@ UNWIND $uids AS tuid
 OPTIONAL MATCH (t:Trajectory {uid: tuid})
 REMOVE t.content_hash
 WITH DISTINCT tuid
-OPTIONAL MATCH (n:Turn|State|Object {trajectory_uid: tuid})
+OPTIONAL MATCH (n:Turn|State|Object|Resolution {trajectory_uid: tuid})
 DETACH DELETE n
+"""
+
+# Signatures the given trajectories' error states link to: after a rewrite or a delete, the
+# ones no error state links to any more are removed (DELETE_ORPHAN_SIGNATURES).
+SIGNATURES_OF_TRAJECTORIES = """
+UNWIND $uids AS tuid
+MATCH (:State {trajectory_uid: tuid})-[:HAS_SIGNATURE]->(g:Signature)
+RETURN collect(DISTINCT g.uid) AS uids
 """
 
 # -- nodes ------------------------------------------------------------------------------------
@@ -142,6 +156,47 @@ WITH o, row
 UNWIND row.turn_uids AS turn_uid
 MATCH (t:Turn {uid: turn_uid})
 MERGE (o)-[:MENTIONED_IN]->(t)
+"""
+
+# Failure signatures (extractors/signatures.py): one node per tenant, version and text, linked
+# from every error state that shows it. The node holds no counts: counts are read from the
+# links, so they follow deletes and rewrites.
+MERGE_SIGNATURES = """
+UNWIND $rows AS row
+MATCH (s:State {uid: row.state_uid})
+MERGE (g:Signature {uid: row.uid})
+  ON CREATE SET g += row.props
+MERGE (s)-[:HAS_SIGNATURE]->(g)
+"""
+
+# What the agent did about one failure (extractors/resolutions.py): the turns that failed, the
+# re-run that got past it, and every step in between (STEP.helped: the resolution's steps, or
+# attempts followed by the same failure).
+MERGE_RESOLUTIONS = """
+UNWIND $rows AS row
+MATCH (g:Signature {uid: row.signature_uid})
+MERGE (r:Resolution {uid: row.uid})
+SET r += row.props
+MERGE (r)-[:OF_SIGNATURE]->(g)
+WITH r, row
+CALL (r, row) {
+  UNWIND row.failed_turn_uids AS turn_uid
+  MATCH (t:Turn {uid: turn_uid})
+  MERGE (r)-[:FAILED_AT]->(t)
+}
+CALL (r, row) {
+  WITH r, row WHERE row.resolved_turn_uid IS NOT NULL
+  MATCH (t:Turn {uid: row.resolved_turn_uid})
+  MERGE (r)-[:GOT_PAST_AT]->(t)
+}
+"""
+
+RESOLUTION_STEPS = """
+UNWIND $rows AS row
+MATCH (r:Resolution {uid: row.resolution_uid})
+MATCH (t:Turn {uid: row.turn_uid})
+MERGE (r)-[s:STEP]->(t)
+SET s += row.props
 """
 
 # -- edges (labels are fixed per statement so every MATCH uses a uniqueness constraint) -------
@@ -385,7 +440,7 @@ RETURN collect(DISTINCT i.uid) AS uids
 """
 
 DELETE_TRAJECTORY_NODES = """
-MATCH (n:Turn|State|Object {trajectory_uid: $uid})
+MATCH (n:Turn|State|Object|Resolution {trajectory_uid: $uid})
 WITH n LIMIT $batch
 DETACH DELETE n
 RETURN count(*) AS n
@@ -402,6 +457,14 @@ UNWIND $uids AS uid
 MATCH (i:Identifier {uid: uid})
 WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
 DETACH DELETE i
+RETURN count(*) AS n
+"""
+
+DELETE_ORPHAN_SIGNATURES = """
+UNWIND $uids AS uid
+MATCH (g:Signature {uid: uid})
+WHERE NOT EXISTS { (:State)-[:HAS_SIGNATURE]->(g) }
+DETACH DELETE g
 RETURN count(*) AS n
 """
 
@@ -423,9 +486,11 @@ MATCH (t:Trajectory {uid: $uid})
 CALL (t) {
   RETURN t AS n
   UNION
-  MATCH (n:Turn|State|Object {trajectory_uid: t.uid}) RETURN n
+  MATCH (n:Turn|State|Object|Resolution {trajectory_uid: t.uid}) RETURN n
   UNION
   MATCH (:Object {trajectory_uid: t.uid})-[:IDENTIFIED_BY]->(n:Identifier) RETURN n
+  UNION
+  MATCH (:State {trajectory_uid: t.uid})-[:HAS_SIGNATURE]->(n:Signature) RETURN n
 }
 RETURN n.uid AS uid, labels(n) AS labels, properties(n) AS props
 """
@@ -435,7 +500,7 @@ MATCH (t:Trajectory {uid: $uid})
 CALL (t) {
   MATCH (t)-[r]->(m) RETURN r
   UNION
-  MATCH (n:Turn|State|Object {trajectory_uid: t.uid})-[r]->() RETURN r
+  MATCH (n:Turn|State|Object|Resolution {trajectory_uid: t.uid})-[r]->() RETURN r
 }
 RETURN type(r) AS type, startNode(r).uid AS src, endNode(r).uid AS dst, properties(r) AS props
 """
@@ -572,4 +637,60 @@ RETURN e.turn AS edit_turn, e.subject AS file, e.value AS fragment, et.action AS
          AS failed_text,
        c.kind AS current_kind, c.value AS current_value, c.turn AS current_turn
 ORDER BY edit_turn, fixed_turn, subject, attribute, fixed_value, failed_turn, failed_value
+"""
+
+# -- lessons: other runs' resolutions of the same failure (queries/lessons/) ---------------------
+
+# Which of the given signatures the tenant has seen (uids come from extractors/signatures.py).
+LESSONS_KNOWN_SIGNATURES = """
+UNWIND range(0, size($uids) - 1) AS i
+MATCH (g:Signature {uid: $uids[i]})
+WHERE g.tenant = $tenant
+RETURN i, g.uid AS uid, g.text AS text
+ORDER BY i
+"""
+
+# The signatures an error turn of a trajectory shows, with the error lines verbatim.
+LESSONS_TURN_SIGNATURES = """
+MATCH (t:Turn {uid: $turn_uid})<-[:AT_TURN]-(s:State)-[:HAS_SIGNATURE]->(g:Signature)
+WITH g, s ORDER BY s.uid
+RETURN g.uid AS uid, g.text AS text, collect(s.value)[0] AS error
+ORDER BY text
+"""
+
+# Every episode of the given signatures in the tenant's other trajectories, with its steps
+# (STEP.helped: the resolution, or an attempt the same failure followed) and their actions.
+LESSONS_RESOLUTIONS = """
+UNWIND $uids AS uid
+MATCH (g:Signature {uid: uid})<-[:OF_SIGNATURE]-(r:Resolution)
+WHERE r.tenant = $tenant AND ($exclude IS NULL OR r.trajectory_id <> $exclude)
+RETURN uid AS signature_uid, r.trajectory_id AS trajectory, r.outcome AS outcome,
+       r.retried AS retried, r.failed_turns AS failed_turns, r.resolved_turn AS resolved_turn,
+       r.command AS command, r.error AS error,
+       COLLECT {
+         MATCH (r)-[s:STEP]->(t:Turn)
+         RETURN {turn: t.idx, helped: s.helped, attempt: s.attempt, key_json: s.key_json,
+                 action: left(t.action, $action_chars)} AS step
+         ORDER BY step.turn
+       } AS steps
+ORDER BY trajectory, r.failed_turn
+"""
+
+# A trajectory's own episodes that are open as of $before (failed before it, not got past
+# before it): what a reminder checks the next action against.
+LESSONS_OPEN_EPISODES = """
+MATCH (r:Resolution {trajectory_uid: $tuid})
+WHERE r.failed_turn < $before AND (r.resolved_turn IS NULL OR r.resolved_turn >= $before)
+RETURN r.signature_uid AS signature_uid, r.signature AS signature, r.command AS command,
+       r.error AS error, [x IN r.failed_turns WHERE x < $before] AS failed_turns
+ORDER BY failed_turns[-1] DESC, signature
+"""
+
+# The signatures of several turns of one trajectory (the brief's open failures).
+LESSONS_TURNS_SIGNATURES = """
+UNWIND $turns AS f
+MATCH (t:Turn {trajectory_uid: $tuid, idx: f})<-[:AT_TURN]-(s:State)-[:HAS_SIGNATURE]->(g:Signature)
+WITH f, g, s ORDER BY s.uid
+RETURN f AS turn, g.uid AS uid, g.text AS text, collect(s.value)[0] AS error
+ORDER BY turn, text
 """

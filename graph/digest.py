@@ -19,7 +19,7 @@ from trajgraph.graph import cypher, ids
 from trajgraph.graph.connection import read
 
 # Where the data lives, not what it is.
-IGNORED = frozenset({"uid", "tenant", "trajectory_uid", "source", "content_hash"})
+IGNORED = frozenset({"uid", "tenant", "trajectory_uid", "source", "content_hash", "signature_uid"})
 VECTOR_DIGITS = 5
 
 

@@ -1,8 +1,9 @@
 """Deleting data: exactly one trajectory, the trajectories of one source file, or one tenant.
 
-Nothing else is touched: identifiers shared with other trajectories of the tenant stay, and
-other tenants' nodes are never matched (every statement is keyed by tenant or by a uid that
-includes it). Deletes run in batches so a large trajectory or tenant cannot exhaust memory.
+Nothing else is touched: identifiers and failure signatures shared with other trajectories
+of the tenant stay (a trajectory's resolutions go with it), and other tenants' nodes are never
+matched (every statement is keyed by tenant or by a uid that includes it). Deletes run in
+batches so a large trajectory or tenant cannot exhaust memory.
 """
 
 from __future__ import annotations
@@ -52,12 +53,19 @@ def _delete_all(driver: neo4j.Driver, database: str, rows: list[dict[str, str]])
     for row in rows:
         uid = row["uid"]
         identifiers = read(driver, database, cypher.IDENTIFIERS_OF_TRAJECTORY, uid=uid)[0]["uids"]
+        signatures = read(driver, database, cypher.SIGNATURES_OF_TRAJECTORIES, uids=[uid])[0][
+            "uids"
+        ]
         while n := _write(driver, database, cypher.DELETE_TRAJECTORY_NODES, uid=uid, batch=BATCH):
             out.nodes += n
         out.nodes += _write(driver, database, cypher.DELETE_TRAJECTORY_NODE, uid=uid)
         for i in range(0, len(identifiers), BATCH):
             out.nodes += _write(
                 driver, database, cypher.DELETE_ORPHAN_IDENTIFIERS, uids=identifiers[i : i + BATCH]
+            )
+        for i in range(0, len(signatures), BATCH):
+            out.nodes += _write(
+                driver, database, cypher.DELETE_ORPHAN_SIGNATURES, uids=signatures[i : i + BATCH]
             )
         out.trajectories.append(row["id"])
     return out

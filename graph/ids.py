@@ -36,3 +36,13 @@ def object_uid(tenant: str, trajectory_id: str, name: str) -> str:
 
 def identifier_uid(tenant: str, value: str) -> str:
     return uid("identifier", tenant, value)
+
+
+def signature_uid(tenant: str, version: int, text: str) -> str:
+    """One failure signature of a tenant (extractors/signatures.py), per normalisation
+    version: signatures of two versions never merge."""
+    return uid("signature", tenant, version, text)
+
+
+def resolution_uid(tenant: str, trajectory_id: str, signature: str, first_turn: int) -> str:
+    return uid("resolution", tenant, trajectory_id, signature, first_turn)

@@ -13,7 +13,8 @@ from itertools import pairwise
 from typing import Any
 
 from trajgraph.graph import ids
-from trajgraph.schemas.extraction import TrajectoryExtraction
+from trajgraph.graph.lesson_rows import LESSONS_VERSION, lesson_rows
+from trajgraph.schemas.extraction import StateItem, TrajectoryExtraction
 
 # Neo4j range-index keys are limited to about 8 KB; identifiers beyond this are not identifiers.
 MAX_INDEXED_CHARS = 1024
@@ -33,6 +34,9 @@ ROW_KINDS: tuple[str, ...] = (
     "associated_state_state",
     "associated_object_object",
     "supersedes",
+    "signatures",
+    "resolutions",
+    "resolution_steps",
     "complete",
 )
 
@@ -61,6 +65,9 @@ def content_hash(traj: dict[str, Any], extraction: TrajectoryExtraction, *, extr
     payload = {k: v for k, v in traj.items() if k != "source"}
     h.update(json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode())
     h.update(f"\x1f{extractor}\x1f".encode())
+    # Signatures and resolutions are derived here, not by the extractor: a new version of
+    # their rules must rewrite the trajectory too.
+    h.update(f"{LESSONS_VERSION}\x1f".encode())
     h.update(extraction.model_dump_json().encode())
     return h.hexdigest()
 
@@ -125,6 +132,7 @@ def build_rows(
         r["next"].append({"src": turn_uids[a], "dst": turn_uids[b]})
 
     refs: dict[str, tuple[str, str]] = {f"turn:{i}": ("turn", u) for i, u in turn_uids.items()}
+    written_states: dict[str, StateItem] = {}
 
     for s in extraction.states:
         if s.turn not in turn_uids:
@@ -136,6 +144,7 @@ def build_rows(
             out.dropped += 1
             continue
         refs[f"state:{s.key}"] = ("state", su)
+        written_states.setdefault(su, s)
         r["states"].append(
             {
                 "uid": su,
@@ -218,6 +227,14 @@ def build_rows(
     for kind in ROW_KINDS:
         if kind.startswith(("causes_", "associated_", "supersedes")):
             _dedupe_edges(r[kind])
+    r["signatures"], r["resolutions"], r["resolution_steps"] = lesson_rows(
+        tenant=tenant,
+        trajectory_id=tid,
+        turns=turns,
+        states=[(st, uid) for uid, st in written_states.items()],
+        turn_uids=turn_uids,
+        base=base,
+    )
     r["complete"].append({"uid": tuid, "content_hash": content_hash})
     return out
 

@@ -31,6 +31,9 @@ STATEMENTS: dict[str, str] = {
     "associated_state_state": cypher.ASSOCIATED_STATE_STATE,
     "associated_object_object": cypher.ASSOCIATED_OBJECT_OBJECT,
     "supersedes": cypher.SUPERSEDES,
+    "signatures": cypher.MERGE_SIGNATURES,
+    "resolutions": cypher.MERGE_RESOLUTIONS,
+    "resolution_steps": cypher.RESOLUTION_STEPS,
     "complete": cypher.MARK_TRAJECTORIES_COMPLETE,
 }
 assert set(STATEMENTS) == set(ROW_KINDS)
@@ -147,7 +150,11 @@ class GraphWriter:
             todo.append(g)
         stats.trajectories = len(by_uid)
         stats.rewritten = len(changed)
+        orphans: list[str] = []
         if changed:
+            # Signatures are shared by the tenant's trajectories: the ones only the old
+            # content showed go once the new content is written (counts follow).
+            orphans = self._signatures_of(changed)
             self._run(cypher.DELETE_TRAJECTORY_CONTENT, {"uids": changed}, stats)
         for kind in ROW_KINDS:
             rows = [row for g in todo for row in g.rows[kind]]
@@ -156,7 +163,26 @@ class GraphWriter:
                 self._run(STATEMENTS[kind], {"rows": chunk}, stats)
                 if kind != "complete":
                     stats.rows += len(chunk)
+        for start in range(0, len(orphans), self._batch_size):
+            uids = orphans[start : start + self._batch_size]
+            self._run(cypher.DELETE_ORPHAN_SIGNATURES, {"uids": uids}, stats)
         return stats
+
+    def _signatures_of(self, uids: list[str]) -> list[str]:
+        try:
+            records, _, _ = self._driver.execute_query(
+                cypher.SIGNATURES_OF_TRAJECTORIES,
+                uids=uids,
+                database_=self._database,
+                routing_=neo4j.RoutingControl.READ,
+            )
+        except Neo4jError as e:
+            raise GraphError(f"reading the signatures of a rewrite failed: {e.message}") from e
+        except DriverError as e:
+            raise GraphError(
+                f"reading the signatures of a rewrite failed: Neo4j is lost: {e}"
+            ) from e
+        return list(records[0]["uids"]) if records else []
 
     def _stored_hashes(self, uids: list[str]) -> dict[str, Any]:
         if not uids:

@@ -25,6 +25,26 @@ def shared_dir() -> Path:
     return SHARED
 
 
+CORPORA = REPO.parent / "shared" / "corpora"
+DJANGO_CORPUS = CORPORA / "swebench-django-mini-swe-agent"
+AGENT_SESSIONS = CORPORA / "agent-sessions"
+
+
+@pytest.fixture(scope="session")
+def django_corpus() -> Path:
+    """80 real mini-swe-agent runs on Django issues (cross-run lessons); never copied."""
+    if not DJANGO_CORPUS.is_dir():
+        pytest.skip(f"the Django corpus is not at {DJANGO_CORPUS} (see ../shared/corpora/)")
+    return DJANGO_CORPUS
+
+
+@pytest.fixture(scope="session")
+def agent_sessions() -> Path:
+    if not AGENT_SESSIONS.is_dir():
+        pytest.skip(f"the agent sessions are not at {AGENT_SESSIONS} (see ../shared/corpora/)")
+    return AGENT_SESSIONS
+
+
 @pytest.fixture
 def fake_llm() -> Iterator[FakeOpenAI]:
     """A local OpenAI-compatible server (real HTTP) with scriptable faults; see fake_openai."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import neo4j
 
@@ -36,6 +36,9 @@ from trajgraph.queries.memory.store import (
     is_exit_note,
     open_memory,
 )
+
+if TYPE_CHECKING:  # queries.lessons reads extractors that use queries.memory.actions
+    from trajgraph.queries.lessons.engine import SignatureLessons
 
 DEFAULT_BUDGET = 400
 MIN_BUDGET = 60
@@ -101,6 +104,8 @@ class Line:
     section: str
     text: str
     item: dict[str, Any]
+    # Shorter versions (text, item) tried in turn when the line does not fit the budget.
+    shorter: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -153,8 +158,11 @@ def brief_of(memory: Memory, budget: int = DEFAULT_BUDGET) -> Brief:
     causes = memory.failure_causes([g.last for g in open_])
     for g in open_:
         g.causes = causes.get(g.last, [])
+    from trajgraph.queries.lessons.hints import turn_lessons  # (see TYPE_CHECKING above)
+
+    seen_elsewhere = turn_lessons(memory, [g.last for g in open_])
     candidates: dict[str, list[Line]] = {
-        "open_failures": [_open_line(g) for g in open_],
+        "open_failures": [_open_line(g, seen_elsewhere.get(g.last, [])) for g in open_],
         "failed_attempts": [_attempt_line(g) for g in groups if g.resolved_at is not None],
         "current_state": [_state_line(s, actions) for s in _ranked_states(memory.current_states)],
         "identifiers": [_identifier_line(r) for r in _identifiers(memory)],
@@ -190,7 +198,7 @@ def _cut(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def _open_line(g: FailureGroup) -> Line:
+def _open_line(g: FailureGroup, elsewhere: Sequence[SignatureLessons] = ()) -> Line:
     text = f"- {_turns(g.turns)}: `{g.action}` → {g.error or 'failed'}"
     causes = list(
         dict.fromkeys(
@@ -201,7 +209,32 @@ def _open_line(g: FailureGroup) -> Line:
     if causes:
         text += "; known causes: " + "; ".join(causes)
     item = {"turns": g.turns, "action": g.action, "error": g.error, "causes": g.causes}
-    return Line("open_failures", text, item)
+    lesson = max(elsewhere, key=lambda s: len(s.runs), default=None)
+    if lesson is None or not lesson.runs:
+        return Line("open_failures", text, item)
+    n, ok = len(lesson.runs), len(lesson.got_past)
+    seen = f"seen in {n} other run{'s' if n != 1 else ''}, {ok} got past it"
+    summary = {"signature": lesson.signature, "runs": n, "got_past": ok}
+    variants: list[tuple[str, dict[str, Any]]] = []
+    if lesson.resolutions:
+        top = lesson.resolutions[0]
+        step = top.steps[-1] if top.steps else None
+        how = f"`{first_line(step['action'], ACTION_CHARS)}`" if step else "re-running it"
+        by = (
+            f"; got past it by {how} (e.g. {top.trajectory} turn "
+            f"{step['turn'] if step else top.resolved_turn}, worked in {len(top.worked_in)})"
+        )
+        best = {
+            "trajectory": top.trajectory,
+            "turn": step["turn"] if step else top.resolved_turn,
+            "action": first_line(step["action"], ACTION_CHARS) if step else None,
+            "worked_in": len(top.worked_in),
+        }
+        variants.append((f"{text}; {seen}{by}", {**item, "lessons": {**summary, "top": best}}))
+    variants.append((f"{text}; {seen}", {**item, "lessons": summary}))
+    variants.append((text, item))
+    first, *rest = variants
+    return Line("open_failures", first[0], first[1], rest)
 
 
 def _attempt_line(g: FailureGroup) -> Line:
@@ -313,10 +346,11 @@ def _fit(
                 if not queues[key]:
                     break
                 line = queues[key].pop(0)
-                chosen[key].append(line)
-                cost = count_tokens(_render(head, task, chosen))
-                if cost > budget:
-                    chosen[key].pop()  # a shorter line of another section may still fit
-                else:
-                    used = cost
+                for text, item in [(line.text, line.item), *line.shorter]:
+                    chosen[key].append(Line(line.section, text, item))
+                    cost = count_tokens(_render(head, task, chosen))
+                    if cost <= budget:
+                        used = cost
+                        break
+                    chosen[key].pop()  # a shorter line (of this or another section) may fit
     return chosen

@@ -13,6 +13,10 @@ Offline rules, in priority order (the first that holds answers; none holding is 
 3. ``changed_state``: the action uses ``key=value`` with a value the key *had*, while the
    graph shows it changed since by an action that named the key and its new value; or it
    uses a path that an earlier ``rm`` removed and nothing recreated.
+4. ``failed_elsewhere``: the trajectory has an open failure, the action is a command other
+   runs of the tenant ran after the same failure (same signature, extractors/signatures.py),
+   the failure came back after it there, and no run got past it that way (cross-run
+   lessons, queries/lessons/).
 
 Silence (``reminder: null``) is the normal answer. With an LLM configured, the model sees the
 brief plus the evidence these rules gather and answers reminder-or-null as schema-validated
@@ -100,6 +104,8 @@ def offline_findings(memory: Memory, next_action: str) -> list[Finding]:
         stale_value(memory, next_action),
         removed_path(memory, next_action),
     ]
+    if not any(found):
+        found.append(failed_elsewhere(memory, next_action))
     return [f for f in found if f is not None]
 
 
@@ -150,6 +156,22 @@ def repeated_failure(turns: list[TurnRecord], canon: Canon) -> Finding | None:
         )
     )
     return Finding("repeated_failure", text, [*others, last.turn])
+
+
+# -- rule 4: what other runs tried after the same failure, in vain ------------------------------
+
+
+def failed_elsewhere(memory: Memory, action: str) -> Finding | None:
+    """The action is a command other runs ran after this trajectory's open failure (same
+    signature), the failure came back after it there, and no run got past it that way
+    (queries/lessons/hints.py). Cites this trajectory's failing runs; the text names the
+    other runs and turns."""
+    from trajgraph.queries.lessons import hints  # queries.lessons imports queries.memory
+
+    found = hints.failed_elsewhere(memory, action)
+    if found is None:
+        return None
+    return Finding("failed_elsewhere", hints.reminder_text(found), found.own_turns[-3:])
 
 
 # -- rule 2: undoing a fix ---------------------------------------------------------------------

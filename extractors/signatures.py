@@ -1,0 +1,166 @@
+"""Failure signatures: an error line with its run-specific parts removed.
+
+The same failure in two runs (other files, other line numbers, another setting or table name,
+another object address) gets the same signature; different failures do not. Signatures are
+what trajgraph's cross-run memory groups by (graph/rows.py links every error state to its
+``Signature`` node; queries/lessons/ reads them).
+
+Normalisation, version ``SIGNATURE_VERSION`` (change the version when a rule changes: the
+version is part of the node's uid, so signatures of two versions never mix):
+
+1. Wrapper prefixes that scripts and test runners print around an error are dropped
+   (``E   `` of pytest, ``An error occurred:``, ``Caught expected exception:``, ``Error:``).
+2. The exception class, when the line starts with one (``django.core.exceptions.
+   ImproperlyConfigured: …``) or names one (``Subwidget 0 raised KeyError: 'id'``), is cut
+   to its last component and split from the message.
+3. In the message: object reprs (``<module 'x'>``, ``<Toy object at 0x7f…>``) become
+   ``<obj>``; quoted values ``<q>``; the slots of known templates (``Requested setting X``,
+   ``no such table: X``, ``No module named X`` …) ``<name>``; paths ``<path>``; addresses
+   ``<addr>``; long hex ids and UUIDs ``<id>``; ALL_CAPS_SETTING names ``<NAME>``; numbers
+   and ranges ``<n>`` (``Errno 2`` and ``os error 13`` are kept: they name the failure).
+4. The signature is the message alone when it still says enough (two words of three letters
+   or more), so ``AttributeError: 'list' object has no attribute 'x'`` and a script's
+   ``Error: 'list' object has no attribute 'x'`` match; otherwise ``Class: message``
+   (``KeyError: <q>``, ``AssertionError: <n> != <n>``).
+5. Whitespace is collapsed and the result cut at ``MAX_CHARS`` on a word boundary, so that a
+   line the extractor truncated and its full text give the same signature.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trajgraph.extractors.identifiers import truncate_words
+
+SIGNATURE_VERSION = 1
+MAX_CHARS = 96  # the extractor cuts lines at 200 characters; class names take up to ~50
+MAX_LINE_CHARS = 2000  # of one input line: error lines longer than this are blobs
+
+# 1. prefixes around the error proper
+_PREFIX = re.compile(
+    r"^(?:"
+    r"E {2,}"  # pytest's failure detail lines
+    r"|(?:An? )?(?:unexpected |expected )?(?:[Ee]rror|[Ee]xception)"
+    r"(?: (?:occurred|was raised|raised|caught))?(?: for [^:\n]{1,60})?: ?"
+    r"|Caught (?:an? )?(?:unexpected |expected )?(?:[Ee]rror|[Ee]xception)?"
+    r"(?: for [^:\n]{1,60})?:? ?(?=\S)"
+    r"|Got (?:an? )?(?:unexpected |expected )?(?:[Ee]rror|[Ee]xception): ?"
+    r")"
+)
+# 2. the exception class: a dotted name whose last part is CamelCase (not ERROR, FAILED)
+_CLASS_AT_START = re.compile(r"^((?:[A-Za-z_]\w*\.){0,8}([A-Z][a-z0-9]\w*))(?::\s*|\s*$)")
+_CLASS_INSIDE = re.compile(
+    r"(?<![\w.])(?:[A-Za-z_]\w*\.){0,8}([A-Z]\w*(?:Error|Exception|Warning|DoesNotExist)):\s+"
+)
+
+# 3. run-specific parts of the message
+_REPR = re.compile(r"<[^<>\n]*>")
+_QUOTED = re.compile(
+    r"""(?<![\w\\])'(?:[^'\\\n]|\\.)*'"""  # 'x' (not the apostrophe of can't)
+    r'''|"(?:[^"\\\n]|\\.)*"'''
+    r"|`[^`'\n]*[`']"  # `x` and `x' (sed, older GNU tools)
+    r"|‘[^’\n]*’|“[^”\n]*”"
+)
+# Unquoted slots of messages that are templates: the name differs per run, the failure not.
+_TEMPLATES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), r)
+    for p, r in (
+        (r"\b(Requested setting) [A-Za-z_][\w.]*", r"\1 <name>"),
+        (r"\b(No module named) [\w.]+", r"\1 <name>"),
+        (r"\b(no such (?:table|column|index|function)): [\w.$]+", r"\1: <name>"),
+        (r"\b(table|index) [\w.$]+ (already exists)", r"\1 <name> \2"),
+        (r"\b(has no column named) [\w.$]+", r"\1 <name>"),
+        (r"\b((?:UNIQUE|NOT NULL|CHECK|FOREIGN KEY) constraint failed): .*", r"\1: <names>"),
+        (r"\b(Choices are): .*", r"\1: <names>"),
+        (r"\b(Model class) [\w.]+ (doesn't declare)", r"\1 <name> \2"),
+        (r"\b(Migration) [\w.]+ (in app) [\w.]+", r"\1 <name> \2 <name>"),
+        (r"\b(The model) \w+ (is already registered)", r"\1 <name> \2"),
+        (r"^(?:/(?:usr/)?bin/)?(bash|sh|zsh|dash):", r"\1:"),
+    )
+)
+_ERRNO = re.compile(r"\b(Errno|os error|errno) (\d+)")
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_HEX_ID = re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{12,}\b")
+_PATH = re.compile(
+    r"(?<![\w<])(?:~|\.{1,2})?(?:/[\w.@+-]+)+/?"  # /abs/path, ./rel, ~/x
+    r"|(?<![\w/<.-])[\w.@+-]+(?:/[\w.@+-]+)+/?"  # rel/path
+    r"|(?<![\w/<.-])[\w-]+(?:\.[\w-]+)*\.(?:py|pyc|pyi|js|ts|json|ya?ml|toml|ini|cfg|txt|md"
+    r"|rst|html|sql|sh|c|h|cpp|go|rs|java|rb|php|lock|log|csv|db|sqlite3?)\b"
+)
+_CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
+_RANGE = re.compile(r"<n>(?:\s*[-–,]\s*<n>)+")
+_ERRNO_MARK = "ERRNOMARK"  # glued to the number, so the number rule leaves it alone
+_WORD = re.compile(r"[A-Za-z][A-Za-z_]{2,}")
+_SPACES = re.compile(r"\s+")
+
+
+def signature(line: str) -> str | None:
+    """The signature of one error line (see the module docstring), or None when nothing
+    specific is left (an empty line, a bare placeholder)."""
+    line = _SPACES.sub(" ", (line or "")[:MAX_LINE_CHARS]).strip()
+    if not line:
+        return None
+    line = _PREFIX.sub("", line, count=1).strip()
+    cls, message = _split_class(line)
+    message = normalize_message(message)
+    if _specific(message):
+        text = message
+    elif cls:
+        text = f"{cls}: {message}" if message else cls
+    else:
+        return None
+    return truncate_words(text, MAX_CHARS).rstrip(" .:,;")
+
+
+def quoted_values(line: str) -> tuple[str, ...]:
+    """The quoted values a signature leaves out (``'psycopg2'`` of ``No module named
+    'psycopg2'``): two errors with one signature and the same values are the same failure
+    in detail, which ranks their lessons first."""
+    _, message = _split_class(
+        _PREFIX.sub("", _SPACES.sub(" ", (line or "")[:MAX_LINE_CHARS]).strip())
+    )
+    return tuple(m.group()[1:-1] for m in _QUOTED.finditer(message))
+
+
+def _split_class(line: str) -> tuple[str, str]:
+    m = _CLASS_AT_START.match(line)
+    if m is not None and (m.group(0).rstrip().endswith(":") or m.end() == len(line)):
+        return m.group(2), line[m.end() :]
+    inside = _CLASS_INSIDE.search(line)
+    if inside is not None:
+        return inside.group(1), line[inside.end() :]
+    return "", line
+
+
+def normalize_message(message: str) -> str:
+    """Step 3 of the module docstring on one message."""
+    text = message
+    previous = None
+    while previous != text:  # nested reprs: <SimpleLazyObject: <User: x>>
+        previous, text = text, _REPR.sub("\x01", text)
+    text = _QUOTED.sub("<q>", text)
+    text = text.replace("\x01", "<obj>")
+    for rx, repl in _TEMPLATES:
+        text = rx.sub(repl, text)
+    text = _ERRNO.sub(lambda m: f"{m.group(1)} {_ERRNO_MARK}{m.group(2)}", text)
+    text = _ADDRESS.sub("<addr>", text)
+    text = _UUID.sub("<id>", text)
+    text = _HEX_ID.sub("<id>", text)
+    text = _PATH.sub(lambda m: m.group() if len(m.group()) < 4 else "<path>", text)
+    text = _CONSTANT.sub("<NAME>", text)
+    text = _NUMBER.sub("<n>", text)
+    text = _RANGE.sub("<n>", text)
+    text = text.replace(_ERRNO_MARK, "")
+    return _SPACES.sub(" ", text).strip().rstrip(" .:,;")
+
+
+def _specific(message: str) -> bool:
+    words = _WORD.findall(message.replace("<name>", "").replace("<names>", ""))
+    return len([w for w in words if w not in _PLACEHOLDER_WORDS]) >= 2
+
+
+_PLACEHOLDER_WORDS = frozenset({"obj", "path", "addr", "NAME", "names", "name"})

@@ -1,0 +1,132 @@
+"""Lessons inside one trajectory's memory: the brief's "seen in N other runs; got past it
+by …" and the reminder rule ``failed_elsewhere`` (queries/memory/).
+
+Both read through a ``Memory`` (its session, and ``before_turn``: only the trajectory's own
+turns before it count, while the other runs are read as they are now).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trajgraph.extractors.heuristic import occurs
+from trajgraph.extractors.resolutions import Key, TurnFacts, same_key, step_of
+from trajgraph.extractors.signatures import quoted_values
+from trajgraph.graph import cypher
+from trajgraph.queries.lessons.engine import (
+    FETCH_ACTION_CHARS,
+    Episode,
+    SignatureLessons,
+    episode_of,
+    rank,
+)
+from trajgraph.queries.memory.actions import canonical, first_line, is_read_only
+
+if TYPE_CHECKING:
+    from trajgraph.queries.memory.store import Memory
+
+# A reminder needs this many other runs in which the action was followed by the same failure.
+MIN_RUNS_FOR_REMINDER = 1
+
+
+def other_runs(memory: Memory, uids: list[str]) -> dict[str, list[Episode]]:
+    """The other runs' episodes of each signature (the trajectory itself left out)."""
+    out: dict[str, list[Episode]] = {}
+    if not uids:
+        return out
+    rows = memory.read(
+        cypher.LESSONS_RESOLUTIONS,
+        tenant=memory.tenant,
+        uids=sorted(set(uids)),
+        exclude=memory.trajectory,
+        action_chars=FETCH_ACTION_CHARS,
+    )
+    for r in rows:
+        out.setdefault(r["signature_uid"], []).append(episode_of(r))
+    return out
+
+
+def turn_lessons(memory: Memory, turns: list[int]) -> dict[int, list[SignatureLessons]]:
+    """For each failing turn, the lessons of its signatures that other runs showed."""
+    if not turns:
+        return {}
+    rows = memory.read(cypher.LESSONS_TURNS_SIGNATURES, turns=sorted(set(turns)))
+    episodes = other_runs(memory, [r["uid"] for r in rows])
+    out: dict[int, list[SignatureLessons]] = {}
+    for r in rows:
+        found = episodes.get(r["uid"])
+        if found:
+            out.setdefault(r["turn"], []).append(rank(r["uid"], r["text"], r["error"], found))
+    return out
+
+
+@dataclass(frozen=True)
+class FailedElsewhere:
+    signature: str
+    key: str
+    own_turns: list[int]  # this trajectory's failing runs
+    tried_in: list[tuple[str, int]]  # (other run, turn) after which the failure came back
+
+
+def failed_elsewhere(memory: Memory, next_action: str) -> FailedElsewhere | None:
+    """The next action is about this trajectory's open failure (it names a value the error
+    quotes or an argument of the failing command), other runs did the same after the same
+    failure, the failure came back after it there, and no run got past the failure that way.
+    Only commands are compared (``pip install x``, ``git checkout F``): edits differ in too
+    much to be called the same with confidence."""
+    keys = _command_keys(memory, next_action)
+    if not keys:
+        return None
+    open_ = memory.read(cypher.LESSONS_OPEN_EPISODES)
+    if not open_:
+        return None
+    episodes = other_runs(memory, [r["signature_uid"] for r in open_])
+    for r in open_:
+        if not _about(next_action, r["command"] or "", r["error"] or ""):
+            continue
+        found = episodes.get(r["signature_uid"], [])
+        helped = [k for e in found if e.resolved for s in e.helped for k in s.keys]
+        for key in keys:
+            if any(same_key(key, h) for h in helped):
+                continue
+            tried = sorted(
+                {
+                    (e.trajectory, s.turn)
+                    for e in found
+                    for s in e.steps
+                    if not s.helped and any(same_key(key, k) for k in s.keys)
+                }
+            )
+            if len({t for t, _ in tried}) >= MIN_RUNS_FOR_REMINDER:
+                return FailedElsewhere(r["signature"], key.key, list(r["failed_turns"]), tried)
+    return None
+
+
+def _about(action: str, command: str, error: str) -> bool:
+    """The action names what failed: a value the error quotes (``pip install psycopg2``
+    after ``No module named 'psycopg2'``) or an argument of the failing command (its script,
+    test file or target). Steps between two failures are not all attempts at them."""
+    names = [*quoted_values(error), *canonical(command).positional[1:]]
+    return any(len(n) >= 3 and occurs(n, action) for n in names)
+
+
+def _command_keys(memory: Memory, action: str) -> list[Key]:
+    if is_read_only(action):
+        return []
+    turn = memory.last_turn + 1 if memory.last_turn is not None else 0
+    facts = TurnFacts(turn, action)
+    step = step_of(facts, "", {}, {})
+    return [k for k in step.keys if not k.tokens and not k.key.startswith(("edit ", "run "))]
+
+
+def reminder_text(f: FailedElsewhere) -> str:
+    runs = sorted({t for t, _ in f.tried_in})
+    where = ", ".join(f"{t} turn {turn}" for t, turn in f.tried_in[:3])
+    more = f" and {len(f.tried_in) - 3} more" if len(f.tried_in) > 3 else ""
+    plural = "s" if len(runs) != 1 else ""
+    return (
+        f"Other runs tried `{first_line(f.key, 100)}` after the same failure "
+        f"(`{f.signature[:120]}`, here at turn {f.own_turns[-1]}) and it came back: "
+        f"{where}{more} ({len(runs)} run{plural}); no run got past it that way."
+    )
