@@ -421,6 +421,7 @@ ORDER BY idx
 """
 
 TRAJECTORY_EXISTS = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.id AS id LIMIT 1"
+TURN_EXISTS = "MATCH (t:Turn {uid: $turn_uid}) RETURN t.idx AS idx LIMIT 1"
 
 # -- governance: deleting exactly one trajectory, one source file or one tenant ---------------
 

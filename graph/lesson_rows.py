@@ -157,7 +157,9 @@ def _step_row(
             "helped": helped,
             "attempt": attempt,
             "order": order,
-            "keys": [k.text() for k in step.keys],
+            # Key action names for grouping in Cypher; the engine also compares the tokens.
+            "keys": [k.key for k in step.keys],
+            "tokens": sorted({t for k in step.keys for t in k.tokens}),
             "key_json": json.dumps(
                 [{"key": k.key, "tokens": list(k.tokens)} for k in step.keys], ensure_ascii=False
             ),

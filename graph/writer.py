@@ -169,19 +169,13 @@ class GraphWriter:
         return stats
 
     def _signatures_of(self, uids: list[str]) -> list[str]:
-        try:
+        with graph_errors("reading the signatures of rewritten trajectories"):
             records, _, _ = self._driver.execute_query(
                 cypher.SIGNATURES_OF_TRAJECTORIES,
                 uids=uids,
                 database_=self._database,
                 routing_=neo4j.RoutingControl.READ,
             )
-        except Neo4jError as e:
-            raise GraphError(f"reading the signatures of a rewrite failed: {e.message}") from e
-        except DriverError as e:
-            raise GraphError(
-                f"reading the signatures of a rewrite failed: Neo4j is lost: {e}"
-            ) from e
         return list(records[0]["uids"]) if records else []
 
     def _stored_hashes(self, uids: list[str]) -> dict[str, Any]:

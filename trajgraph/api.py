@@ -32,6 +32,7 @@ from trajgraph.errors import (
     one_line,
     public_message,
 )
+from trajgraph.queries import lessons as lessons_mod
 from trajgraph.queries.memory import brief as brief_mod
 from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
 from trajgraph.queries.memory.store import MAX_TURN
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 MAX_QUESTION_CHARS = 4000
 MAX_CODE_CHARS = 20_000
+MAX_QUERY_ERROR_CHARS = 4000  # of an error text in a URL; POST takes longer ones
 REQUEST_TIMEOUT_S = 30.0
 ID_PATTERN = r"^[^\x00-\x1f]{1,512}$"  # any printable id, bounded; it is only ever a parameter
 
@@ -66,6 +68,26 @@ class RetrieveBody(BaseModel):
         default=None,
         max_length=MAX_CODE_CHARS,
         description="Python over `turns` for mode=code, run in the sandbox.",
+    )
+
+
+class LessonsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    error: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=lessons_mod.MAX_ERROR_CHARS,
+        description="The error text (a whole traceback is fine).",
+    )
+    trajectory: str | None = Field(
+        default=None,
+        pattern=ID_PATTERN,
+        description="The asking run: left out of the answer; with `turn`, its error turn.",
+    )
+    turn: int | None = Field(default=None, ge=0, le=MAX_TURN)
+    budget: int = Field(
+        default=lessons_mod.DEFAULT_BUDGET, ge=lessons_mod.MIN_BUDGET, le=lessons_mod.MAX_BUDGET
     )
 
 
@@ -299,6 +321,47 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
             )
         )
         return result.to_json()
+
+    async def run_lessons(request: Request, tenant: str, body: LessonsBody) -> dict[str, Any]:
+        if not body.error and (body.trajectory is None or body.turn is None):
+            raise ApiError(422, "invalid_request", "give `error`, or `trajectory` and `turn`")
+        client = tg(request)
+        result = await _bounded(
+            lambda: client.lessons(
+                body.error,
+                trajectory=body.trajectory,
+                turn=body.turn,
+                budget=body.budget,
+                tenant=tenant,
+            )
+        )
+        return result.to_json()
+
+    @app.get("/v1/lessons", tags=["memory"])
+    async def lessons(
+        tenant: Tenant,
+        request: Request,
+        error: str | None = Query(default=None, min_length=1, max_length=MAX_QUERY_ERROR_CHARS),
+        trajectory: str | None = Query(default=None, pattern=ID_PATTERN),
+        turn: int | None = Query(default=None, ge=0, le=MAX_TURN),
+        budget: int = Query(
+            default=lessons_mod.DEFAULT_BUDGET,
+            ge=lessons_mod.MIN_BUDGET,
+            le=lessons_mod.MAX_BUDGET,
+        ),
+    ) -> dict[str, Any]:
+        """Other runs of the tenant that hit the same failure (its signature: the error with
+        run-specific parts removed): how many got past it, the resolutions ranked by the runs
+        they worked in (trajectory, turns, verbatim actions), the attempts that did not help.
+        Ask with the `error` text, or `trajectory` and `turn` for an error in the graph; the
+        asking trajectory is left out. Long tracebacks: POST the same fields as JSON."""
+        body = LessonsBody(error=error, trajectory=trajectory, turn=turn, budget=budget)
+        return await run_lessons(request, tenant, body)
+
+    @app.post("/v1/lessons", tags=["memory"])
+    async def lessons_post(body: LessonsBody, tenant: Tenant, request: Request) -> dict[str, Any]:
+        """As `GET /v1/lessons`, for error texts too long for a URL."""
+        return await run_lessons(request, tenant, body)
 
     return app
 

@@ -27,7 +27,10 @@ commands:
   delete                 --trajectory ID | --source PATH | --all --yes (within --tenant)
   brief ID               a compact digest of a trajectory within a token budget
   remind ID "ACTION"     a reminder grounded in the graph before an action, or silence
-  mcp                    the MCP server: retrieve, why, find_identifier, run_code, brief, remind
+  lessons "ERROR"        other runs that hit the same failure and what got past it
+                         (or --trajectory ID --turn N for an error in the graph)
+  mcp                    the MCP server: retrieve, why, find_identifier, run_code, brief,
+                         remind, lessons
   serve                  the HTTP API (TRAJGRAPH_API_KEYS=key:tenant,...; OpenAPI at /docs)
   trajectories           list ingested trajectories
   cypher NAME            run a query of the analyst library (queries/*.cypher)
@@ -91,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
     rm.add_argument("--before-turn", type=int, default=None, help="judge by turns < N only")
     rm.add_argument("--tenant", default=None)
     rm.add_argument("--json", action="store_true")
+
+    le = sub.add_parser(
+        "lessons", help="other runs with the same failure: what got past it, what did not"
+    )
+    le.add_argument("error", nargs="?", default=None, help="the error text; - reads stdin")
+    le.add_argument("--trajectory", default=None, help="the asking run (left out of the answer)")
+    le.add_argument("--turn", type=int, default=None, help="with --trajectory: its error turn")
+    le.add_argument("--budget", type=int, default=500, metavar="TOKENS")
+    le.add_argument("--tenant", default=None)
+    le.add_argument("--json", action="store_true")
 
     sv = sub.add_parser("serve", help="the HTTP API (retrieval, trajectories, why-chains)")
     sv.add_argument("--host", default="127.0.0.1")
@@ -232,6 +245,7 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         "digest": _digest,
         "brief": _brief,
         "remind": _remind,
+        "lessons": _lessons,
         "delete": _delete,
         "trajectories": _trajectories,
         "cypher": _cypher,
@@ -321,6 +335,18 @@ def _search(args: argparse.Namespace, tg: TrajGraph) -> int:
 def _brief(args: argparse.Namespace, tg: TrajGraph) -> int:
     result = tg.brief(
         args.trajectory, budget=args.budget, before_turn=args.before_turn, tenant=args.tenant
+    )
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(result.text)
+    return 0
+
+
+def _lessons(args: argparse.Namespace, tg: TrajGraph) -> int:
+    error = sys.stdin.read() if args.error == "-" else args.error
+    result = tg.lessons(
+        error, trajectory=args.trajectory, turn=args.turn, budget=args.budget, tenant=args.tenant
     )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))

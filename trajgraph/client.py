@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph.connection import READ_TIMEOUTS, DriverTimeouts, open_driver, ping
+from trajgraph.queries.lessons import DEFAULT_BUDGET as LESSONS_BUDGET
 from trajgraph.queries.memory.brief import DEFAULT_BUDGET
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from trajgraph.graph.embedders import Embedder
     from trajgraph.graph.governance import Deleted
+    from trajgraph.queries.lessons import Lessons
     from trajgraph.queries.memory import Brief, Reminder
     from trajgraph.queries.retrieval import Retrieval, Retriever
     from trajgraph.settings import Settings
@@ -43,8 +45,9 @@ class Timeouts:
 
 
 class TrajGraph:
-    """Retrieval, why-chains, briefs, reminders, analyst queries, listings, digests and
-    deletes over one Neo4j database. Use as a context manager, or call ``close()``."""
+    """Retrieval, why-chains, briefs, reminders, lessons from other runs, analyst queries,
+    listings, digests and deletes over one Neo4j database. Use as a context manager, or call
+    ``close()``."""
 
     def __init__(
         self,
@@ -240,6 +243,31 @@ class TrajGraph:
             next_action=next_action,
             before_turn=before_turn,
             llm=self.llm,
+            timeout_s=self.timeouts.query_s,
+        )
+
+    def lessons(
+        self,
+        error: str | None = None,
+        *,
+        trajectory: str | None = None,
+        turn: int | None = None,
+        budget: int = LESSONS_BUDGET,
+        tenant: str | None = None,
+    ) -> Lessons:
+        """Other runs of the tenant that hit the same failure (the signature of ``error``, or
+        of the error at ``turn`` of ``trajectory``): what got past it, what did not help,
+        within ``budget`` tokens. ``trajectory`` is always left out of the runs."""
+        from trajgraph.queries.lessons import lessons
+
+        return lessons(
+            self.driver,
+            database=self.database,
+            tenant=self._tenant(tenant),
+            error=error,
+            trajectory=trajectory,
+            turn=turn,
+            budget=budget,
             timeout_s=self.timeouts.query_s,
         )
 

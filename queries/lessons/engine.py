@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import neo4j
-from neo4j.exceptions import Neo4jError
 
-from trajgraph.errors import ConfigError, GraphError
+from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.heuristic import error_lines
 from trajgraph.extractors.resolutions import Key, share_key_action
 from trajgraph.extractors.signatures import SIGNATURE_VERSION, quoted_values, signature
 from trajgraph.graph import cypher, ids
+from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.lesson_rows import full_error_line
 from trajgraph.pipelines.tokens import count_tokens
 
@@ -166,16 +166,21 @@ def lessons(
     trajectory: str | None = None,
     turn: int | None = None,
     budget: int = DEFAULT_BUDGET,
+    timeout_s: float = QUERY_TIMEOUT_S,
 ) -> Lessons:
     """Lessons for an error text, or for the error at ``turn`` of ``trajectory``; the
-    trajectory (when given) is left out of the runs asked about."""
+    trajectory (when given) is left out of the runs asked about. NotFoundError when the
+    trajectory or its turn is not there."""
     check_budget(budget)
     if error is not None and len(error) > MAX_ERROR_CHARS:
         raise ConfigError(f"error text is limited to {MAX_ERROR_CHARS} characters")
     if not (error and error.strip()) and (trajectory is None or turn is None):
         raise ConfigError("give an error text, or a trajectory and a turn")
-    with driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as session:
-        reader = Reader(session, tenant)
+    with (
+        graph_errors("lessons query"),
+        driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as session,
+    ):
+        reader = Reader(session, tenant, timeout_s)
         asked: list[tuple[str, str, str]]  # (uid, signature, asked error line)
         if error and error.strip():
             if trajectory is not None:
@@ -211,21 +216,22 @@ def lessons(
 class Reader:
     """The lessons' reads, in one READ session."""
 
-    def __init__(self, session: neo4j.Session, tenant: str) -> None:
+    def __init__(
+        self, session: neo4j.Session, tenant: str, timeout_s: float = QUERY_TIMEOUT_S
+    ) -> None:
         self._session = session
         self.tenant = tenant
+        self._timeout_s = timeout_s
 
     def read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
-        try:
-            query = neo4j.Query(cast("LiteralString", statement), timeout=QUERY_TIMEOUT_S)
+        query = neo4j.Query(cast("LiteralString", statement), timeout=self._timeout_s)
+        with graph_errors("lessons query"):
             return self._session.run(query, {"tenant": self.tenant, **params}).data()
-        except Neo4jError as e:
-            raise GraphError(f"lessons query failed: {e.message}") from e
 
     def check_trajectory(self, trajectory: str) -> None:
         tuid = ids.trajectory_uid(self.tenant, trajectory)
         if not self.read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
-            raise ConfigError(f"no trajectory {trajectory!r} in tenant {self.tenant!r}")
+            raise NotFoundError("trajectory", trajectory, tenant=self.tenant)
 
     def known(self, uids: list[str]) -> list[dict[str, Any]]:
         return self.read(cypher.LESSONS_KNOWN_SIGNATURES, uids=uids) if uids else []
@@ -233,8 +239,10 @@ class Reader:
     def turn(self, trajectory: str, turn: int) -> list[dict[str, Any]]:
         self.check_trajectory(trajectory)
         turn_uid = ids.turn_uid(self.tenant, trajectory, turn)
-        if not self.read("MATCH (t:Turn {uid: $turn_uid}) RETURN t.idx AS idx", turn_uid=turn_uid):
-            raise ConfigError(f"trajectory {trajectory!r} has no turn {turn}")
+        if not self.read(cypher.TURN_EXISTS, turn_uid=turn_uid):
+            raise NotFoundError(
+                "turn", str(turn), tenant=self.tenant, hint=f"trajectory {trajectory!r} has none"
+            )
         return self.read(cypher.LESSONS_TURN_SIGNATURES, turn_uid=turn_uid)
 
     def episodes(self, uids: list[str], *, exclude: str | None) -> dict[str, list[Episode]]:
@@ -442,7 +450,10 @@ def render(
         taken = {id(it) for it, _ in picks}
         sections: dict[str, list[dict[str, Any]]] = {k: [] for k in omitted}
         for it, _ in picks:
-            sections[it.section].append(it.item)
+            if it.section == "never_got_past":  # one line for all of them
+                sections[it.section].extend(it.item["runs"])
+            else:
+                sections[it.section].append(it.item)
         for it in all_items:
             if id(it) not in taken:
                 omitted[it.section] += 1

@@ -136,6 +136,7 @@ def test_probes_and_openapi(api: Api) -> None:
         "/v1/trajectories/{trajectory}/why.html",
         "/v1/trajectories/{trajectory}/brief",
         "/v1/trajectories/{trajectory}/remind",
+        "/v1/lessons",
     ):
         assert path in spec["paths"]
 

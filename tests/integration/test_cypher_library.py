@@ -528,6 +528,66 @@ def case_longest_causal_chains(lib: Lib) -> None:
     assert any("`conf/server.ini`" in r for r in top["reasons"])
 
 
+SIGNATURE = "[Errno 111] Connection refused"  # of ERROR, in both synthetic runs
+
+
+def case_recurring_failures(lib: Lib) -> None:
+    rows = lib.run("recurring_failures")  # min 2
+    # The real logs share no failure signature; the synthetic runs do.
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["signature"], row["runs"], row["got_past"], row["never_got_past"]) == (
+        SIGNATURE,
+        2,
+        2,
+        0,
+    )
+    assert row["episodes"] == 2 and row["version"] == 1
+    # No timestamps in these logs: first and last seen fall back to run and turn order.
+    assert (row["first_seen"]["trajectory"], row["first_seen"]["turn"]) == (DB, 0)
+    assert (row["last_seen"]["trajectory"], row["last_seen"]["turn"]) == (PORT, 3)
+    top = row["top_resolution"]
+    assert top["worked_in"] == 1 and top["key"] in {
+        "appctl config set port 8000",
+        "docker compose up db",
+        "edit conf/server.ini",
+    }
+    rows = lib.run("recurring_failures", min_runs=1)
+    assert rows[0]["signature"] == SIGNATURE
+    assert len(rows) > 1 and all(r["runs"] == 1 for r in rows[1:])
+    keys = [(-r["runs"], -r["got_past"], r["signature"]) for r in rows]
+    assert keys == sorted(keys)
+
+
+def case_resolutions(lib: Lib) -> None:
+    rows = lib.run("resolutions")
+    assert [(r["trajectory"], r["outcome"]) for r in rows] == [
+        (DB, "resolved"),
+        (PORT, "resolved"),
+    ]
+    db, port = rows
+    assert (db["failed_turns"], db["resolved_turn"], db["command"]) == ([0], 2, TEST)
+    assert db["error"] == ERROR.strip()
+    assert [(s["turn"], s["keys"]) for s in db["resolution"]] == [(1, ["docker compose up db"])]
+    assert db["resolution"][0]["action"] == "docker compose up -d db"  # verbatim
+    assert db["did_not_help"] == []
+    # PORT: the value set at turn 2 was followed by the same failure; the edit got past it.
+    assert (port["failed_turns"], port["resolved_turn"]) == ([1, 3], 6)
+    assert [s["turn"] for s in port["did_not_help"]] == [2]
+    assert [s["turn"] for s in port["resolution"]] == [4, 5]
+    assert port["resolution"][0]["keys"] == ["edit conf/server.ini"]
+    assert port["resolution"][0]["action"] == EDIT
+    # by uid too; an unknown signature has no rows
+    uid = lib.driver.execute_query(
+        "MATCH (g:Signature {tenant: $t, text: $s}) RETURN g.uid AS uid",
+        t=lib.tenant,
+        s=SIGNATURE,
+        database_=lib.database,
+    ).records[0]["uid"]
+    assert lib.run("resolutions", signature=uid) == rows
+    assert lib.run("resolutions", signature="no such failure") == []
+
+
 CASES: dict[str, Callable[[Lib], None]] = {
     "trajectories": case_trajectories,
     "why_chain": case_why_chain,
@@ -542,6 +602,8 @@ CASES: dict[str, Callable[[Lib], None]] = {
     "trajectory_summary": case_trajectory_summary,
     "commands_that_failed_then_succeeded": case_commands_that_failed_then_succeeded,
     "longest_causal_chains": case_longest_causal_chains,
+    "recurring_failures": case_recurring_failures,
+    "resolutions": case_resolutions,
 }
 
 # -- the tests --------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ TRAJ = {
     ],
 }
 KEY = "mcp-key-" + "z" * 20
-TOOLS = {"retrieve", "why", "find_identifier", "run_code", "brief", "remind"}
+TOOLS = {"retrieve", "why", "find_identifier", "run_code", "brief", "remind", "lessons"}
 KEY_OTHER = "mcp-other-" + "w" * 20
 
 
