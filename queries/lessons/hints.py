@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from trajgraph.extractors.heuristic import occurs
 from trajgraph.extractors.resolutions import Key, TurnFacts, same_key, step_of
 from trajgraph.extractors.signatures import quoted_values
-from trajgraph.graph import cypher
 from trajgraph.queries.lessons.engine import (
     FETCH_ACTION_CHARS,
     Episode,
@@ -33,25 +32,14 @@ MIN_RUNS_FOR_REMINDER = 1
 def other_runs(memory: Memory, uids: list[str]) -> dict[str, list[Episode]]:
     """The other runs' episodes of each signature (the trajectory itself left out)."""
     out: dict[str, list[Episode]] = {}
-    if not uids:
-        return out
-    rows = memory.read(
-        cypher.LESSONS_RESOLUTIONS,
-        tenant=memory.tenant,
-        uids=sorted(set(uids)),
-        exclude=memory.trajectory,
-        action_chars=FETCH_ACTION_CHARS,
-    )
-    for r in rows:
+    for r in memory.other_runs(uids, FETCH_ACTION_CHARS):
         out.setdefault(r["signature_uid"], []).append(episode_of(r))
     return out
 
 
 def turn_lessons(memory: Memory, turns: list[int]) -> dict[int, list[SignatureLessons]]:
     """For each failing turn, the lessons of its signatures that other runs showed."""
-    if not turns:
-        return {}
-    rows = memory.read(cypher.LESSONS_TURNS_SIGNATURES, turns=sorted(set(turns)))
+    rows = memory.signatures_at(turns)
     episodes = other_runs(memory, [r["uid"] for r in rows])
     out: dict[int, list[SignatureLessons]] = {}
     for r in rows:
@@ -78,7 +66,7 @@ def failed_elsewhere(memory: Memory, next_action: str) -> FailedElsewhere | None
     keys = _command_keys(memory, next_action)
     if not keys:
         return None
-    open_ = memory.read(cypher.LESSONS_OPEN_EPISODES)
+    open_ = memory.open_episodes
     if not open_:
         return None
     episodes = other_runs(memory, [r["signature_uid"] for r in open_])

@@ -222,6 +222,31 @@ class Memory:
     def fixes(self) -> list[dict[str, Any]]:
         return self.read(cypher.MEMORY_FIXES)
 
+    # -- other runs of the same failures (queries/lessons/hints.py) ---------------------------
+
+    def signatures_at(self, turns: list[int]) -> list[dict[str, Any]]:
+        """The failure signatures the given turns show: turn, uid, text, error."""
+        if not turns:
+            return []
+        return self.read(cypher.LESSONS_TURNS_SIGNATURES, turns=sorted(set(turns)))
+
+    @cached_property
+    def open_episodes(self) -> list[dict[str, Any]]:
+        """This trajectory's failures no re-run got past before ``before_turn``."""
+        return self.read(cypher.LESSONS_OPEN_EPISODES)
+
+    def other_runs(self, signature_uids: list[str], action_chars: int) -> list[dict[str, Any]]:
+        """Other trajectories' episodes of the given signatures, with their steps."""
+        if not signature_uids:
+            return []
+        return self.read(
+            cypher.LESSONS_RESOLUTIONS,
+            tenant=self.tenant,
+            uids=sorted(set(signature_uids)),
+            exclude=self.trajectory,
+            action_chars=action_chars,
+        )
+
 
 @contextmanager
 def open_memory(

@@ -68,6 +68,15 @@ class FakeMemory:
     def value_history(self, keys: list[str]) -> list[dict[str, Any]]:
         return [v for v in self.values if v["subject"] in keys or v["attribute"] in keys]
 
+    # No other runs here: cross-run lessons are tested in tests/integration/test_lessons.py.
+    def signatures_at(self, turns: list[int]) -> list[dict[str, Any]]:
+        return []
+
+    open_episodes: list[dict[str, Any]] = field(default_factory=list)
+
+    def other_runs(self, signature_uids: list[str], action_chars: int) -> list[dict[str, Any]]:
+        return []
+
 
 # -- canonical actions ---------------------------------------------------------------------------
 
