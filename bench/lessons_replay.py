@@ -16,6 +16,11 @@ is always left out) at a token budget, and the answer is judged against T's own 
   failure came back after (an attempt that did not help T), and that T's resolution does
   not share.
 
+The reminder rule ``failed_elsewhere`` is asked before every step a run took while one of
+its failures was open (by its log), as of that step; a reminder is confirmed when the other
+runs' logs show the action as an attempt the same failure followed, and no run's
+resolution shares it.
+
 The baseline is BM25 over the other runs' turns (action and observation) for T's error
 line, packed into the same token budget; a returned turn is judged by its own key action
 (read in its run after that run's latest earlier failure) exactly like a resolution step.
@@ -93,6 +98,7 @@ class Tally:
     hinted: int = 0  # failures with at least one false hint
     seconds: list[float] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
+    by_signature: dict[str, list[int]] = field(default_factory=dict)  # failures, @1, @3
 
 
 def read_runs(corpus: Path) -> list[Run]:
@@ -189,6 +195,10 @@ def _count(tally: Tally, e: Episode, candidates: list[tuple[Key, ...]]) -> None:
     tally.resolved += e.resolved
     tally.any_lesson += bool(candidates)
     h1, h3, false = judge(e, candidates)
+    per = tally.by_signature.setdefault(e.signature, [0, 0, 0])
+    per[0] += 1
+    per[1] += h1
+    per[2] += h3
     tally.hit1 += h1
     tally.hit3 += h3
     if not e.resolved:
@@ -269,6 +279,86 @@ def _error_line(run: Run, turn: int, sig: str) -> str:
     return full_error_line(obs, value) or value
 
 
+# -- the reminder rule failed_elsewhere, step by step ---------------------------------------------
+
+
+@dataclass
+class RemindTally:
+    steps: int = 0  # steps taken while the run had an open failure (by its log)
+    fired: int = 0
+    confirmed: int = 0
+    seconds: list[float] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)
+
+
+def replay_remind(driver: neo4j.Driver, database: str, tenant: str, runs: list[Run]) -> RemindTally:
+    """Ask the rule before every step a run took with a failure open (as its log shows), as
+    of that step; a reminder is confirmed when, in the logs of the runs it names, every
+    cited turn is an attempt the same failure followed, and no run's resolution of that
+    failure shares the action's key."""
+    from trajgraph.queries.lessons import hints
+    from trajgraph.queries.memory import open_memory
+
+    by_id = {r.id: r for r in runs}
+    tally = RemindTally()
+    for run in runs:
+        for t in run.turns[1:]:
+            turn = int(t["idx"])
+            if not any(
+                e.failed_turns[0] < turn and (e.resolved_turn is None or e.resolved_turn >= turn)
+                for e in run.episodes
+            ):
+                continue
+            tally.steps += 1
+            started = time.perf_counter()
+            with open_memory(
+                driver, database=database, tenant=tenant, trajectory=run.id, before_turn=turn
+            ) as memory:
+                found = hints.failed_elsewhere(memory, t["action"])
+            tally.seconds.append(time.perf_counter() - started)
+            if found is None:
+                continue
+            tally.fired += 1
+            ok = _confirm(found, by_id, run.id, t["action"])
+            tally.confirmed += ok
+            if len(tally.examples) < 4:
+                text = hints.reminder_text(found)
+                tally.examples.append(f"{'ok' if ok else 'WRONG'} {run.id} turn {turn}: {text}")
+    return tally
+
+
+def _confirm(found: Any, by_id: dict[str, Run], asking: str, action: str) -> bool:
+    """Every cited turn of another run is, by that run's log, an attempt the same failure
+    followed that did what the action adds; no run's resolution shares any of the action."""
+    from trajgraph.queries.lessons.hints import command_keys
+
+    new = [Key(k) for k in found.keys]
+    for other, turn in found.tried_in:
+        run = by_id.get(other)
+        if run is None or other == asking:
+            return False
+        attempts = [
+            s
+            for e in run.episodes
+            if e.signature == found.signature
+            for group in e.attempts
+            for s in group
+            if s.turn == turn
+        ]
+        if not any(all(k in s.keys for k in new) for s in attempts):
+            return False
+    helped = [
+        k
+        for r in by_id.values()
+        if r.id != asking
+        for e in r.episodes
+        if e.signature == found.signature
+        for s in e.steps
+        for k in s.keys
+    ]
+    return not share_key_action(command_keys(action), helped)
+
+
 # -- report -------------------------------------------------------------------------------------
 
 
@@ -286,18 +376,36 @@ def _ms(xs: list[float], q: float) -> str:
 def table(rows: list[tuple[str, Tally]]) -> str:
     out = [
         "| method | failures | got past in T | any lesson | hit@1 | hit@3 "
-        "| hits when T never got past | false hints (top 3) | failures with a false hint "
-        "| p50 | p95 |",
-        "|" + "---|" * 11,
+        "| hit@1 · @3 where T got past | answers where T never got past "
+        "| false hints (top 3) | failures with a false hint | p50 | p95 |",
+        "|" + "---|" * 12,
     ]
     for name, t in rows:
         never = t.failures - t.resolved
+        past1 = t.hit1 - t.hits_unresolved
+        past3 = t.hit3 - t.hits_unresolved
         out.append(
             f"| {name} | {t.failures} | {t.resolved} | {_pct(t.any_lesson, t.failures)} | "
             f"{_pct(t.hit1, t.failures)} | {_pct(t.hit3, t.failures)} | "
+            f"{_pct(past1, t.resolved)} · {_pct(past3, t.resolved)} | "
             f"{t.hits_unresolved} of {never} | {t.false_hints} | "
             f"{_pct(t.hinted, t.failures)} | {_ms(t.seconds, 0.5)} | {_ms(t.seconds, 0.95)} |"
         )
+    return "\n".join(out)
+
+
+def by_signature(ours: Tally, base: Tally, least: int = 4) -> str:
+    out = [
+        "| signature (failures) | lessons hit@1 · @3 | BM25 hit@1 · @3 |",
+        "|---|---|---|",
+    ]
+    rows = sorted(ours.by_signature.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    for sig, (n, h1, h3) in rows:
+        if n < least:
+            continue
+        b = base.by_signature.get(sig, [n, 0, 0])
+        name = sig if len(sig) <= 60 else sig[:59] + "…"
+        out.append(f"| `{name}` ({n}) | {h1} · {h3} | {b[1]} · {b[2]} |")
     return "\n".join(out)
 
 
@@ -327,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         oracle_s = time.perf_counter() - started
         ours, cases = replay_lessons(driver, database, tenant, runs, args.budget, args.limit)
         base = replay_bm25(runs, cases, args.budget)
+        reminders = replay_remind(driver, database, tenant, runs)
         rows = [(f"lessons ({args.budget} tokens)", ours), (f"BM25 ({args.budget} tokens)", base)]
         signatures = {e.signature for _, e in cases}
         print(
@@ -336,7 +445,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(cases)} failures of {len(signatures)} signatures that recur across runs\n"
         )
         print(table(rows))
+        print("\n" + by_signature(ours, base))
         print(f"\nlessons latency: mean {statistics.mean(ours.seconds) * 1000:.0f} ms")
+        print(
+            f"\nremind rule failed_elsewhere: asked before {reminders.steps} steps taken with "
+            f"a failure open; fired {reminders.fired} times, {reminders.confirmed} confirmed "
+            f"by the other runs' logs; p50 {_ms(reminders.seconds, 0.5)}, "
+            f"p95 {_ms(reminders.seconds, 0.95)} per step"
+        )
+        for line in reminders.examples:
+            print("  " + line[:300])
         for line in ours.examples[:2]:
             print("\nexample: " + line)
         if args.json:
@@ -344,11 +462,16 @@ def main(argv: list[str] | None = None) -> int:
                 json.dumps(
                     {
                         "ingest_s": round(ingest_s, 2),
+                        "remind": {
+                            "steps": reminders.steps,
+                            "fired": reminders.fired,
+                            "confirmed": reminders.confirmed,
+                        },
                         **{
                             name: {
                                 k: v
                                 for k, v in dataclasses.asdict(t).items()
-                                if k not in ("seconds", "examples")
+                                if k not in ("seconds", "examples", "by_signature")
                             }
                             | {"p50_ms": _ms(t.seconds, 0.5), "p95_ms": _ms(t.seconds, 0.95)}
                             for name, t in rows

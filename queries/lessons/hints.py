@@ -52,18 +52,19 @@ def turn_lessons(memory: Memory, turns: list[int]) -> dict[int, list[SignatureLe
 @dataclass(frozen=True)
 class FailedElsewhere:
     signature: str
-    key: str
+    keys: tuple[str, ...]  # what the action adds to the failing command, as key actions
     own_turns: list[int]  # this trajectory's failing runs
     tried_in: list[tuple[str, int]]  # (other run, turn) after which the failure came back
 
 
 def failed_elsewhere(memory: Memory, next_action: str) -> FailedElsewhere | None:
     """The next action is about this trajectory's open failure (it names a value the error
-    quotes or an argument of the failing command), other runs did the same after the same
-    failure, the failure came back after it there, and no run got past the failure that way.
-    Only commands are compared (``pip install x``, ``git checkout F``): edits differ in too
-    much to be called the same with confidence."""
-    keys = _command_keys(memory, next_action)
+    quotes or an argument of the failing command); what it adds to the failing command
+    (``pip install x``, ``VAR=1``) is what a step of another run did after the same failure,
+    whole; the failure came back after that step; and no run got past the failure with any
+    part of the action. Only commands are compared: edits differ in too much to be called
+    the same with confidence."""
+    keys = command_keys(next_action)
     if not keys:
         return None
     open_ = memory.open_episodes
@@ -71,23 +72,27 @@ def failed_elsewhere(memory: Memory, next_action: str) -> FailedElsewhere | None
         return None
     episodes = other_runs(memory, [r["signature_uid"] for r in open_])
     for r in open_:
-        if not _about(next_action, r["command"] or "", r["error"] or ""):
+        command = r["command"] or ""
+        if not _about(next_action, command, r["error"] or ""):
             continue
+        own = command_keys(command)
+        new = [k for k in keys if not any(same_key(k, o) for o in own)]
         found = episodes.get(r["signature_uid"], [])
         helped = [k for e in found if e.resolved for s in e.helped for k in s.keys]
-        for key in keys:
-            if any(same_key(key, h) for h in helped):
-                continue
-            tried = sorted(
-                {
-                    (e.trajectory, s.turn)
-                    for e in found
-                    for s in e.steps
-                    if not s.helped and any(same_key(key, k) for k in s.keys)
-                }
+        if not new or any(same_key(k, h) for k in keys for h in helped):
+            continue  # nothing new, or some of it got another run past the failure
+        tried = sorted(
+            {
+                (e.trajectory, s.turn)
+                for e in found
+                for s in e.steps
+                if not s.helped and all(any(same_key(k, x) for x in s.keys) for k in new)
+            }
+        )
+        if len({t for t, _ in tried}) >= MIN_RUNS_FOR_REMINDER:
+            return FailedElsewhere(
+                r["signature"], tuple(k.key for k in new), list(r["failed_turns"]), tried
             )
-            if len({t for t, _ in tried}) >= MIN_RUNS_FOR_REMINDER:
-                return FailedElsewhere(r["signature"], key.key, list(r["failed_turns"]), tried)
     return None
 
 
@@ -99,12 +104,11 @@ def _about(action: str, command: str, error: str) -> bool:
     return any(len(n) >= 3 and occurs(n, action) for n in names)
 
 
-def _command_keys(memory: Memory, action: str) -> list[Key]:
+def command_keys(action: str) -> list[Key]:
+    """The key actions of a command line, edits and inline code left out."""
     if is_read_only(action):
         return []
-    turn = memory.last_turn + 1 if memory.last_turn is not None else 0
-    facts = TurnFacts(turn, action)
-    step = step_of(facts, "", {}, {})
+    step = step_of(TurnFacts(0, action), "", {}, {})
     return [k for k in step.keys if not k.tokens and not k.key.startswith(("edit ", "run "))]
 
 
@@ -113,8 +117,11 @@ def reminder_text(f: FailedElsewhere) -> str:
     where = ", ".join(f"{t} turn {turn}" for t, turn in f.tried_in[:3])
     more = f" and {len(f.tried_in) - 3} more" if len(f.tried_in) > 3 else ""
     plural = "s" if len(runs) != 1 else ""
+    did = " and ".join(
+        f"set `{k[4:]}`" if k.startswith("set ") else f"ran `{first_line(k, 100)}`" for k in f.keys
+    )
     return (
-        f"Other runs tried `{first_line(f.key, 100)}` after the same failure "
-        f"(`{f.signature[:120]}`, here at turn {f.own_turns[-1]}) and it came back: "
-        f"{where}{more} ({len(runs)} run{plural}); no run got past it that way."
+        f"Other runs {did} after the same failure (`{f.signature[:120]}`, here at turn "
+        f"{f.own_turns[-1]}) and it came back: {where}{more} ({len(runs)} run{plural}); no "
+        "run got past it that way."
     )

@@ -310,6 +310,17 @@ def test_remind_names_what_other_runs_tried_in_vain(
         assert said.rule == "failed_elsewhere" and said.cites == [0]
         assert "elsewhere-1 turn 1" in (said.reminder or "")
         assert "elsewhere-2 turn 1" in (said.reminder or "")
+        # what the action adds to the failing command is what counts
+        rerun = remind(
+            driver,
+            database=db,
+            tenant=tenant,
+            trajectory="asking",
+            next_action="pip install psycopg2 && python repro.py",
+        )
+        assert rerun.rule == "failed_elsewhere" and "ran `pip install psycopg2`" in (
+            rerun.reminder or ""
+        )
         for quiet in ("ls -la", "pip install requests", "python repro.py --verbose"):
             r = remind(driver, database=db, tenant=tenant, trajectory="asking", next_action=quiet)
             assert r.rule != "failed_elsewhere", quiet
