@@ -7,8 +7,9 @@ them, then signed by extractors/signatures.py) or an error turn of a trajectory 
 trajectory is always left out) are read and ranked:
 
 * **resolutions** by the number of runs in which a resolution with the same key action got
-  past the failure (runs whose error has the same quoted values as the asked one count
-  first), one per key action, each with an example run, its turns and the verbatim actions;
+  past the failure (runs whose error has the same quoted values as the asked one, such as
+  the module of ``No module named 'psycopg2'``, come first), one per key action, each with
+  an example run, its turns and the verbatim actions;
 * **attempts that did not help**: steps the same failure followed, grouped by key action,
   the ones that never got past the failure in any run first;
 * the runs that **never got past it**.
@@ -306,6 +307,7 @@ def rank(uid: str, sig: str, asked_line: str, episodes: Sequence[Episode]) -> Si
     ordered = sorted(
         resolved,
         key=lambda e: (
+            e.trajectory not in same_error,
             -len(support[id(e)] & same_error),
             -len(support[id(e)]),
             len(e.helped),
