@@ -63,7 +63,7 @@ from trajgraph.extractors.resolutions import (
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.graph.lesson_rows import full_error_line, turn_facts
-from trajgraph.pipelines import ingest
+from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.pipelines.windows import build_windows

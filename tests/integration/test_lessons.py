@@ -32,8 +32,8 @@ from trajgraph.client import TrajGraph
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph import governance
 from trajgraph.graph.embedders import HashEmbedder
+from trajgraph.jobs import ingest
 from trajgraph.mcp_server import RequireBearer, build_server
-from trajgraph.pipelines import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries import library
 from trajgraph.queries.lessons import lessons
