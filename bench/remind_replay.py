@@ -46,12 +46,7 @@ from typing import Any
 import neo4j
 
 from trajgraph import settings as settings_mod
-from trajgraph.extractors.identifiers import find_identifiers
-from trajgraph.graph import governance
-from trajgraph.graph.connection import open_driver
-from trajgraph.jobs import ingest
-from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.queries.memory.actions import (
+from trajgraph.extractors.actions import (
     Canon,
     assignments,
     canonical,
@@ -65,6 +60,11 @@ from trajgraph.queries.memory.actions import (
     used_values,
     writes_path,
 )
+from trajgraph.extractors.identifiers import find_identifiers
+from trajgraph.graph import governance
+from trajgraph.graph.connection import open_driver
+from trajgraph.jobs import ingest
+from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.memory.brief import brief_of
 from trajgraph.queries.memory.remind import remind_with
 from trajgraph.queries.memory.store import Memory

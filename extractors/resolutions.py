@@ -36,7 +36,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from trajgraph.queries.memory.actions import (
+from trajgraph.extractors.actions import (
     COMMAND_FAILURE,
     canonical,
     canonical_command,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from trajgraph.extractors.actions import canonical, first_line, is_read_only
 from trajgraph.extractors.heuristic import occurs
 from trajgraph.extractors.resolutions import Key, TurnFacts, same_key, step_of
 from trajgraph.extractors.signatures import quoted_values
@@ -20,7 +21,6 @@ from trajgraph.queries.lessons.engine import (
     episode_of,
     rank,
 )
-from trajgraph.queries.memory.actions import canonical, first_line, is_read_only
 
 if TYPE_CHECKING:
     from trajgraph.queries.memory.store import Memory

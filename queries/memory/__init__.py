@@ -1,8 +1,10 @@
 """Memory that acts: one trajectory as of a turn (``store``), its brief, and reminder-or-silence.
 
-``store`` reads the graph; ``actions`` compares actions (same command, read-only, reverts);
-``brief`` digests a trajectory within a token budget; ``remind`` applies the offline rules and
-``llm_remind`` asks an LLM; ``findings`` holds what both return.
+``store`` reads the graph (actions are compared with ``trajgraph.extractors.actions``: same
+command, read-only, reverts); ``brief`` digests a trajectory within a token budget;
+``remind`` applies the offline rules and ``llm_remind`` asks an LLM; ``findings`` holds what
+both return. Lessons from other runs (``trajgraph.queries.lessons``) feed the brief and the
+``failed_elsewhere`` rule.
 """
 
 from trajgraph.queries.memory.brief import (

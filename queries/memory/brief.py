@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import neo4j
 
 from trajgraph.errors import ConfigError
+from trajgraph.extractors.actions import first_line, same_action
 from trajgraph.pipelines.tokens import count_tokens, encode, get_encoding
-from trajgraph.queries.memory.actions import first_line, same_action
+from trajgraph.queries.lessons.engine import SignatureLessons
+from trajgraph.queries.lessons.hints import turn_lessons
 from trajgraph.queries.memory.store import (
     QUERY_TIMEOUT_S,
     CurrentState,
@@ -36,9 +38,6 @@ from trajgraph.queries.memory.store import (
     is_exit_note,
     open_memory,
 )
-
-if TYPE_CHECKING:  # queries.lessons reads extractors that use queries.memory.actions
-    from trajgraph.queries.lessons.engine import SignatureLessons
 
 DEFAULT_BUDGET = 400
 MIN_BUDGET = 60
@@ -158,8 +157,6 @@ def brief_of(memory: Memory, budget: int = DEFAULT_BUDGET) -> Brief:
     causes = memory.failure_causes([g.last for g in open_])
     for g in open_:
         g.causes = causes.get(g.last, [])
-    from trajgraph.queries.lessons.hints import turn_lessons  # (see TYPE_CHECKING above)
-
     seen_elsewhere = turn_lessons(memory, [g.last for g in open_])
     candidates: dict[str, list[Line]] = {
         "open_failures": [_open_line(g, seen_elsewhere.get(g.last, [])) for g in open_],

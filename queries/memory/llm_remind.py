@@ -18,10 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajgraph.errors import LLMError, LLMReplyError
-from trajgraph.extractors.identifiers import find_identifiers
-from trajgraph.extractors.llm_client import reply_text, structured
-from trajgraph.extractors.llm_prompt import data_nonce, isolate
-from trajgraph.queries.memory.actions import (
+from trajgraph.extractors.actions import (
     assignments,
     canonical,
     canonical_command,
@@ -30,6 +27,9 @@ from trajgraph.queries.memory.actions import (
     similarity,
     verdict,
 )
+from trajgraph.extractors.identifiers import find_identifiers
+from trajgraph.extractors.llm_client import reply_text, structured
+from trajgraph.extractors.llm_prompt import data_nonce, isolate
 from trajgraph.queries.memory.brief import brief_of
 from trajgraph.queries.memory.findings import Finding, Reminder, from_findings
 from trajgraph.queries.memory.store import Memory, TurnRecord

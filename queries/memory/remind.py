@@ -31,8 +31,7 @@ from typing import Any
 import neo4j
 
 from trajgraph.errors import ConfigError
-from trajgraph.extractors.identifiers import find_identifiers
-from trajgraph.queries.memory.actions import (
+from trajgraph.extractors.actions import (
     NEAR_IDENTICAL,
     Canon,
     assignments,
@@ -49,6 +48,8 @@ from trajgraph.queries.memory.actions import (
     verdict,
     writes_path,
 )
+from trajgraph.extractors.identifiers import find_identifiers
+from trajgraph.queries.lessons import hints
 from trajgraph.queries.memory.findings import Finding, Reminder, from_findings
 from trajgraph.queries.memory.llm_remind import ask_llm
 from trajgraph.queries.memory.store import QUERY_TIMEOUT_S, Memory, TurnRecord, open_memory
@@ -166,8 +167,6 @@ def failed_elsewhere(memory: Memory, action: str) -> Finding | None:
     signature), the failure came back after it there, and no run got past it that way
     (queries/lessons/hints.py). Cites this trajectory's failing runs; the text names the
     other runs and turns."""
-    from trajgraph.queries.lessons import hints  # queries.lessons imports queries.memory
-
     found = hints.failed_elsewhere(memory, action)
     if found is None:
         return None

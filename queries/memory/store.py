@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, cast
 import neo4j
 
 from trajgraph.errors import ConfigError, NotFoundError
+from trajgraph.extractors.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
 from trajgraph.graph import cypher, ids
 from trajgraph.graph.connection import graph_errors
-from trajgraph.queries.memory.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from trajgraph.errors import LLMReplyError
-from trajgraph.pipelines.tokens import count_tokens
-from trajgraph.queries.memory.actions import (
+from trajgraph.extractors.actions import (
     canonical,
     is_read_only,
     near_identical,
@@ -22,6 +21,7 @@ from trajgraph.queries.memory.actions import (
     used_values,
     verdict,
 )
+from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.memory.brief import brief_of, failure_groups
 from trajgraph.queries.memory.llm_remind import parse_reply, reply_schema
 from trajgraph.queries.memory.remind import offline_findings, remind_with

@@ -1,8 +1,9 @@
 """What an agent action *is*, for comparing actions across turns: canonical forms, read-only
 commands, reverts, ``key=value`` fragments and pass/fail verdicts of result states.
 
-Pure functions over text (no graph access): the reminder rules (queries/remind.py), the brief
-(queries/brief.py) and the replay evaluation's log oracle (bench/remind_replay.py) share them.
+Pure functions over text (no graph access): failure resolutions (extractors/resolutions.py),
+the reminder rules and the brief (queries/memory/) and the replay evaluation's log oracle
+(bench/remind_replay.py) share them.
 
 Canonical form. Two actions are *the same* when their canonical forms are equal:
 
