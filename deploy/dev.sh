@@ -124,7 +124,7 @@ build_prism() {
     prism_unavailable "Go is not installed (no \`go\` on PATH; https://go.dev/dl/ - Beam 2.77 needs Go 1.26 or newer)"
     return 0
   fi
-  beam="$("$PY" -c 'from apache_beam.version import __version__; print(__version__)')"
+  beam="$("$PY" -c 'from apache_beam.version import __version__; print(__version__)' 2>/dev/null)"
   echo "building $PRISM_PACKAGE@v$beam with $(go version) (a few minutes, once) into $dir"
   started=$SECONDS
   # One build at a time per cache; the binary appears under its name only when complete.

@@ -85,7 +85,12 @@ def tenant(driver: neo4j.Driver, neo4j_settings: Settings) -> Iterator[str]:
     governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
 
 
-@pytest.fixture(scope="session")
+# The worker pool and the Prism job server live for one test module: a process left running
+# to the end of the session would still be a child of pytest when later tests check for
+# leaked children (tests/unit/test_sandbox.py).
+
+
+@pytest.fixture(scope="module")
 def worker_pool() -> Iterator[str]:
     """A Beam worker pool for ``--environment_type EXTERNAL`` (tests.integration.servers)."""
     with beam_worker_pool() as pool:
@@ -102,8 +107,8 @@ def prism_binary(neo4j_settings: Settings) -> Path:
         pytest.skip(f"Prism is not available: {' '.join(str(e).split())}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def prism_endpoint(prism_binary: Path) -> Iterator[str]:
-    """One Prism job server for the session (``--job_endpoint``)."""
+    """One Prism job server for the module's tests (``--job_endpoint``)."""
     with prism_job_server(prism_binary) as server:
         yield server.endpoint
