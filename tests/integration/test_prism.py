@@ -328,6 +328,8 @@ def test_the_stream_writes_each_trajectorys_newest_version_whatever_the_order(
 # ------------------------------------------------------------------ retries
 
 
+# When Prism fails the job, the LOOPBACK worker's data-plane thread trips over the closed stream.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
     direct: Baseline,
     shared_dir: Path,
