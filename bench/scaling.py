@@ -1,15 +1,20 @@
-"""Scaling benchmark: 10× more turns → how much more time and peak memory.
+"""Scaling benchmark: 10× more turns → how much more time and peak memory, per runner.
 
 Writes synthetic episodes (bench/synthetic.py) as AMA-Bench JSONL files (several episodes
 per file) for N turns and for ``factor``·N turns, and ingests each set with the real
-pipeline (DirectRunner, heuristic extractor) into a temporary tenant that is deleted
-afterwards. Each size runs in a fresh child process that reports its own peak RSS
-(``ru_maxrss``, the high-water mark of that process alone: Beam's DirectRunner runs the
-pipeline in-process). The parent's RUSAGE_CHILDREN would be the maximum over both children,
-so it is not used. Prints both runs and the
-ratios; the goals are time ≤ 11× and peak RSS ≤ 1.2× for 10× the turns.
+pipeline (heuristic extractor) into a temporary tenant that is deleted afterwards, on each
+runner of ``--runners``: the DirectRunner, and Beam's portable Prism runner (LOOPBACK workers,
+so the SDK harness runs in the child too; skipped with a note when no Prism binary is built).
+Each size runs in a fresh child process that reports its own peak RSS (``ru_maxrss``, the
+high-water mark of that process alone: the DirectRunner and Prism's LOOPBACK workers run the
+pipeline in-process). For Prism the child also starts the Prism job server (a Go process)
+and reports that process's own peak (``VmHWM``), so the Go side is measured apart from the
+Python side. The parent's RUSAGE_CHILDREN would be the maximum over all children, so it is
+not used. Prints every run and the ratios side by side; the goals are time ≤ 11× and peak
+RSS ≤ 1.2× for 10× the turns.
 
-    python -m bench.scaling [--turns 2000] [--factor 10] [--episodes-per-file 10] [Beam flags]
+    python -m bench.scaling [--turns 2000] [--factor 10] [--episodes-per-file 10]
+                            [--runners direct,prism] [Beam flags]
 
 The larger set holds more episodes of the same size, not longer episodes: a trajectory is
 extracted as a whole, so memory per trajectory grows with its length by design.
@@ -21,6 +26,7 @@ measure the embedder, not the pipeline.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -87,33 +93,53 @@ def _current_rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def child(argv: list[str]) -> int:
-    """One ingest in this (fresh) process; prints one JSON line with time and memory."""
+def _vm_hwm_mib(pid: int) -> float:
+    """Peak resident set of a running process (``VmHWM``, Linux), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def child(argv: list[str], prism_binary: str | None = None) -> int:
+    """One ingest in this (fresh) process; prints one JSON line with time and memory. With
+    ``prism_binary`` the run goes to a Prism job server this process starts and measures."""
     from trajgraph.jobs import ingest  # imports first, so the baseline holds them
 
-    baseline = _current_rss_mib()
-    started = time.perf_counter()
-    summary = ingest.run(argv)
-    wall = time.perf_counter() - started
-    print(
-        json.dumps(
-            {
-                "turns": summary.turns,
-                "records": summary.records,
-                "ingested": summary.ingested,
-                "dead_lettered": summary.dead_lettered,
-                "rows": summary.rows_written,
-                "pipeline_s": summary.seconds,
-                "run_s": wall,
-                "baseline_mib": baseline,
-                "peak_mib": _peak_rss_mib(),
-            }
+    with contextlib.ExitStack() as stack:
+        prism_pid = None
+        if prism_binary:
+            from tests.integration.servers import prism_job_server
+
+            server = stack.enter_context(prism_job_server(Path(prism_binary)))
+            prism_pid = server.pid
+            argv = [*argv, "--runner", "PrismRunner", "--job_endpoint", server.endpoint]
+        baseline = _current_rss_mib()
+        started = time.perf_counter()
+        summary = ingest.run(argv)
+        wall = time.perf_counter() - started
+        print(
+            json.dumps(
+                {
+                    "turns": summary.turns,
+                    "records": summary.records,
+                    "ingested": summary.ingested,
+                    "dead_lettered": summary.dead_lettered,
+                    "rows": summary.rows_written,
+                    "pipeline_s": summary.seconds,
+                    "run_s": wall,
+                    "baseline_mib": baseline,
+                    "peak_mib": _peak_rss_mib(),
+                    "prism_peak_mib": _vm_hwm_mib(prism_pid) if prism_pid else None,
+                }
+            )
         )
-    )
     return 0
 
 
-def _run_child(folder: Path, tenant: str, dl: Path, extra: list[str]) -> dict[str, Any]:
+def _run_child(
+    folder: Path, tenant: str, dl: Path, extra: list[str], prism_binary: str | None = None
+) -> dict[str, Any]:
     argv = [
         str(folder),
         "--tenant",
@@ -126,7 +152,8 @@ def _run_child(folder: Path, tenant: str, dl: Path, extra: list[str]) -> dict[st
         "heuristic",
         *extra,
     ]
-    cmd = [sys.executable, "-m", "bench.scaling", "--child", "--", *argv]
+    prism = ["--prism", prism_binary] if prism_binary else []
+    cmd = [sys.executable, "-m", "bench.scaling", "--child", *prism, "--", *argv]
     repo = Path(__file__).resolve().parent.parent
     out = subprocess.run(
         cmd,
@@ -157,10 +184,31 @@ def _cleanup(tenant: str) -> None:
         driver.close()
 
 
+def _prism_binary() -> tuple[str | None, str]:
+    """The binary `trajgraph ingest --runner PrismRunner` would use, or why there is none."""
+    from trajgraph import settings as settings_mod
+    from trajgraph.errors import RunnerError
+    from trajgraph.pipelines import prism
+
+    try:
+        return str(prism.find(settings_mod.load())), ""
+    except RunnerError as e:
+        return None, " ".join(str(e).split())
+
+
+def _prism_ratio(s: dict[str, Any], lg: dict[str, Any]) -> float | None:
+    if not (s.get("prism_peak_mib") and lg.get("prism_peak_mib")):
+        return None
+    return float(lg["prism_peak_mib"] / s["prism_peak_mib"])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--child"]:
-        return child(argv[2:] if argv[1:2] == ["--"] else argv[1:])
+        rest, prism_binary = argv[1:], None
+        if rest[:1] == ["--prism"]:
+            prism_binary, rest = rest[1], rest[2:]
+        return child(rest[1:] if rest[:1] == ["--"] else rest, prism_binary)
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -168,11 +216,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--factor", type=int, default=10, help="the large run has factor× turns")
     p.add_argument("--episodes-per-file", type=int, default=10)
     p.add_argument("--embedder", default="none", choices=("none", "hash", "local", "openai"))
+    p.add_argument(
+        "--runners",
+        default="direct,prism",
+        help="comma-separated: direct, prism (default both; prism is skipped without a binary)",
+    )
     args, beam_args = p.parse_known_args(argv)
+    wanted = [r.strip() for r in args.runners.split(",") if r.strip()]
+    if not set(wanted) <= {"direct", "prism"}:
+        p.error(f"--runners: unknown runner in {args.runners!r} (direct, prism)")
+    binaries: dict[str, str | None] = {"direct": None}
+    if "prism" in wanted:
+        binary, why = _prism_binary()
+        if binary is None:
+            print(f"prism: skipped: {why}", file=sys.stderr)
+            wanted.remove("prism")
+        binaries["prism"] = binary
 
     tenant = f"bench-scale-{uuid.uuid4().hex[:8]}"
     extra = ["--embedder", args.embedder, *beam_args]
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="trajgraph-scale-") as tmp:
         root = Path(tmp)
         sizes = {}
@@ -188,42 +251,68 @@ def main(argv: list[str] | None = None) -> int:
                 f"({time.perf_counter() - started:.1f}s)",
                 file=sys.stderr,
             )
+        tenants = [f"{tenant}-{runner}-{name}" for runner in wanted for name in sizes]
         try:
-            for name in ("small", "large"):
-                # One tenant per size: the large run writes everything, skips nothing.
-                r = _run_child(root / name, f"{tenant}-{name}", root / f"dl-{name}", extra)
-                if r["dead_lettered"] or r["ingested"] != sizes[name]:
-                    raise SystemExit(
-                        f"{name}: {r['ingested']} of {sizes[name]} episodes ingested, "
-                        f"{r['dead_lettered']} dead-lettered: the numbers would not compare"
+            for runner in wanted:
+                results[runner] = {}
+                for name in ("small", "large"):
+                    # One tenant per run: every run writes everything, skips nothing.
+                    r = _run_child(
+                        root / name,
+                        f"{tenant}-{runner}-{name}",
+                        root / f"dl-{runner}-{name}",
+                        extra,
+                        binaries[runner],
                     )
-                results[name] = r
+                    if r["dead_lettered"] or r["ingested"] != sizes[name]:
+                        raise SystemExit(
+                            f"{runner} {name}: {r['ingested']} of {sizes[name]} episodes "
+                            f"ingested, {r['dead_lettered']} dead-lettered: the numbers would "
+                            "not compare"
+                        )
+                    results[runner][name] = r
+                    print(f"{runner} {name}: done", file=sys.stderr)
         finally:
-            for name in ("small", "large"):
-                _cleanup(f"{tenant}-{name}")
+            for t in tenants:
+                _cleanup(t)
 
-    s, lg = results["small"], results["large"]
-    for name, r in results.items():
+    for runner, runs in results.items():
+        for name, r in runs.items():
+            prism = (
+                f", Prism process {r['prism_peak_mib']:4.0f} MiB" if r.get("prism_peak_mib") else ""
+            )
+            print(
+                f"{runner:6} {name:5}  {r['turns']:6} turns  {r['ingested']:4} trajectories  "
+                f"{r['rows']:7} rows  pipeline {r['pipeline_s']:6.1f}s  "
+                f"({r['turns'] / r['pipeline_s']:6.0f} turns/s)  "
+                f"peak RSS {r['peak_mib']:6.0f} MiB (after imports {r['baseline_mib']:4.0f} MiB, "
+                f"+{r['peak_mib'] - r['baseline_mib']:.0f} MiB){prism}"
+            )
+    for runner, runs in results.items():
+        s, lg = runs["small"], runs["large"]
+        turn_r = lg["turns"] / s["turns"]
+        time_r = lg["pipeline_s"] / s["pipeline_s"]
+        rss_r = lg["peak_mib"] / s["peak_mib"]
+        prism_r = _prism_ratio(s, lg)
+        time_goal = GOAL_TIME * turn_r
+        print(f"{runner}: turns ratio     {turn_r:5.2f}×")
         print(
-            f"{name:5}  {r['turns']:6} turns  {r['ingested']:4} trajectories  "
-            f"{r['rows']:7} rows  pipeline {r['pipeline_s']:6.1f}s  "
-            f"({r['turns'] / r['pipeline_s']:6.0f} turns/s)  "
-            f"peak RSS {r['peak_mib']:6.0f} MiB (after imports {r['baseline_mib']:4.0f} MiB, "
-            f"+{r['peak_mib'] - r['baseline_mib']:.0f} MiB)"
+            f"{runner}: time ratio      {time_r:5.2f}×  (goal ≤ {time_goal:.2f}×)  "
+            f"{'met' if time_r <= time_goal else 'NOT met'}"
         )
-    turn_ratio = lg["turns"] / s["turns"]
-    time_ratio = lg["pipeline_s"] / s["pipeline_s"]
-    rss_ratio = lg["peak_mib"] / s["peak_mib"]
-    time_goal = GOAL_TIME * turn_ratio
-    print(f"turns ratio     {turn_ratio:5.2f}×")
-    print(
-        f"time ratio      {time_ratio:5.2f}×  (goal ≤ {time_goal:.2f}×)  "
-        f"{'met' if time_ratio <= time_goal else 'NOT met'}"
-    )
-    print(
-        f"peak RSS ratio  {rss_ratio:5.2f}×  (goal ≤ {GOAL_RSS:.2f}×)  "
-        f"{'met' if rss_ratio <= GOAL_RSS else 'NOT met'}"
-    )
+        print(
+            f"{runner}: peak RSS ratio  {rss_r:5.2f}×  (goal ≤ {GOAL_RSS:.2f}×)  "
+            f"{'met' if rss_r <= GOAL_RSS else 'NOT met'}"
+            + ("  (the Python process: launcher and LOOPBACK workers)" if prism_r else "")
+        )
+        if prism_r is not None:
+            both_s = s["peak_mib"] + s["prism_peak_mib"]
+            both_lg = lg["peak_mib"] + lg["prism_peak_mib"]
+            print(
+                f"{runner}: Prism process peak RSS ratio {prism_r:5.2f}×  "
+                f"({s['prism_peak_mib']:.0f} → {lg['prism_peak_mib']:.0f} MiB); both processes "
+                f"{both_s:.0f} → {both_lg:.0f} MiB = {both_lg / both_s:.2f}×"
+            )
     return 0
 
 

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Developer set-up, demo and tests: the one place the README and CI (.ci/run) use.
 #
-#   bash deploy/dev.sh setup         check tools, create .venv, install packages, fetch Neo4j jars
+#   bash deploy/dev.sh setup         check tools, create .venv, install packages, fetch Neo4j jars,
+#                                    build Beam's Prism runner once (needs Go; skipped without)
 #   bash deploy/dev.sh demo          setup + start Neo4j + `trajgraph demo` (Neo4j keeps running)
 #   bash deploy/dev.sh test          setup + Neo4j + ruff + mypy + pytest (unit and integration)
+#   bash deploy/dev.sh prism         build the Prism binary now (also after a failed attempt)
 #   bash deploy/dev.sh neo4j-start   start the local Neo4j (waits until it accepts logins)
 #   bash deploy/dev.sh neo4j-stop    stop it
 #   bash deploy/dev.sh neo4j-status  show it (exit 0 running, 3 not running)
 #
 # Settings come from the environment (NEO4J_URI, NEO4J_PASSWORD, TRAJGRAPH_NEO4J_* ...; see the
 # README). Overrides for this script: PYTHON (interpreter used to create .venv, default python3),
-# DEV_FORCE_INSTALL=1 (re-run pip even when nothing changed).
+# DEV_FORCE_INSTALL=1 (re-run pip even when nothing changed), DEV_SKIP_PRISM=1 (no Prism build).
 set -euo pipefail
 
 REPO="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +28,7 @@ say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -85,6 +87,79 @@ cmd_setup() {
   # trajgraph.graph.local_server's own entry point (the same code `trajgraph neo4j fetch` runs); it also
   # checks the Java version against the Neo4j version.
   "$PY" -m trajgraph.graph.local_server fetch
+  say "Beam's Prism runner (first run only)"
+  build_prism setup
+}
+
+# Beam's Prism runner, a Go binary, for `--runner PrismRunner` and the tests that run the
+# pipelines on it: built once with `go install` from the Go module proxy into the cache that
+# trajgraph looks in (`python -m trajgraph.pipelines.prism where`:
+# ~/.cache/trajgraph/prism/<beam version>/prism), and reused as long as it is there. Without Go
+# or the proxy this prints what is missing and goes on; the reason is kept beside the binary
+# (UNAVAILABLE), where the Prism tests read it for their skip message. `setup` does not try
+# again after such a failure; `bash deploy/dev.sh prism` does.
+PRISM_PACKAGE=github.com/apache/beam/sdks/v2/go/cmd/prism
+PRISM_BUILD_TIMEOUT=1800
+
+build_prism() {
+  local why="$1" target dir beam started rc=0 reason=""
+  target="$("$PY" -m trajgraph.pipelines.prism where 2>/dev/null)" || true
+  [[ -n "$target" ]] || die "cannot tell where the Prism binary goes: $PY -m trajgraph.pipelines.prism where"
+  dir="$(dirname -- "$target")"
+  if [[ -x "$target" ]]; then
+    echo "Prism binary: $target"
+    return 0
+  fi
+  if [[ "${DEV_SKIP_PRISM:-0}" == 1 ]]; then
+    echo "DEV_SKIP_PRISM=1: Prism not built (its tests will be skipped)"
+    return 0
+  fi
+  mkdir -p "$dir"
+  if [[ "$why" == setup && -f "$dir/UNAVAILABLE" ]]; then
+    echo "Prism not built: $(cat "$dir/UNAVAILABLE")"
+    echo "(bash deploy/dev.sh prism tries again)"
+    return 0
+  fi
+  if ! command -v go >/dev/null 2>&1; then
+    prism_unavailable "Go is not installed (no \`go\` on PATH; https://go.dev/dl/ - Beam 2.77 needs Go 1.26 or newer)"
+    return 0
+  fi
+  beam="$("$PY" -c 'from apache_beam.version import __version__; print(__version__)' 2>/dev/null)"
+  echo "building $PRISM_PACKAGE@v$beam with $(go version) (a few minutes, once) into $dir"
+  started=$SECONDS
+  # One build at a time per cache; the binary appears under its name only when complete.
+  (
+    if command -v flock >/dev/null 2>&1; then flock 9; fi
+    [[ -x "$target" ]] && exit 0
+    tmp="$(mktemp -d "$dir/.build-XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" GOBIN="$tmp" \
+      timeout "$PRISM_BUILD_TIMEOUT" go install "$PRISM_PACKAGE@v$beam" >"$dir/build.log" 2>&1 || exit $?
+    mv -f "$tmp/prism" "$target"
+  ) 9>"$dir/.lock" || rc=$?
+  if ((rc == 0)) && [[ -x "$target" ]]; then
+    rm -f "$dir/UNAVAILABLE"
+    echo "Prism built in $((SECONDS - started)) s: $target ($(du -h "$target" | cut -f1))"
+    return 0
+  fi
+  if ((rc == 124)); then
+    reason="go install did not finish within $PRISM_BUILD_TIMEOUT s"
+  elif grep -qiE 'proxy\.golang\.org|dial tcp|no such host|connection refused|i/o timeout|TLS handshake|410 Gone|404 Not Found' "$dir/build.log"; then
+    reason="the Go module proxy ($(go env GOPROXY)) is not reachable: $(grep -m1 -iE 'dial tcp|no such host|refused|timeout|TLS|Gone|Not Found' "$dir/build.log" | cut -c1-300 || true)"
+  elif grep -q 'requires go >=' "$dir/build.log"; then
+    reason="Go is too old: $(grep -m1 'requires go >=' "$dir/build.log" | cut -c1-300 || true)"
+  else
+    reason="go install failed (exit $rc): $(grep -v '^go: downloading' "$dir/build.log" | tail -n 1 | cut -c1-300 || true)"
+  fi
+  prism_unavailable "$reason (log: $dir/build.log)"
+}
+
+prism_unavailable() {
+  local dir
+  dir="$(dirname -- "$("$PY" -m trajgraph.pipelines.prism where 2>/dev/null)")"
+  printf '%s\n' "$1" >"$dir/UNAVAILABLE"
+  echo "Prism not built: $1" >&2
+  echo "  (setup goes on; the tests that need Prism will be skipped. Build it later with: bash deploy/dev.sh prism)" >&2
 }
 
 # Headless Chromium renders the why-chain page in its test. Only the tests need it, so it is
@@ -161,6 +236,7 @@ main() {
     setup) cmd_setup ;;
     demo) cmd_demo ;;
     test) cmd_test ;;
+    prism) [[ -x "$PY" ]] || cmd_setup; build_prism prism ;;
     neo4j-start) [[ -x "$PY" ]] || cmd_setup; neo4j start ;;
     neo4j-stop) [[ -x "$PY" ]] || die "no $VENV: run 'bash deploy/dev.sh setup' first"; neo4j stop ;;
     neo4j-status) [[ -x "$PY" ]] || die "no $VENV: run 'bash deploy/dev.sh setup' first"; neo4j status ;;

@@ -63,6 +63,14 @@ class ChatClient:
         # Trajectories and the packs of one trajectory are both extracted on threads; this
         # is the one bound on requests in flight per worker.
         self._in_flight = threading.BoundedSemaphore(settings.concurrency)
+        missing = getattr(settings.api_key, "missing", "")
+        if missing:  # a Beam worker that was not given the key (settings.Secret)
+            raise LLMError(
+                f"the OpenAI API key is not available here: {missing}. Workers read it from "
+                "their own environment (OPENAI_API_KEY) or from the file OPENAI_API_KEY_FILE "
+                "names (docs/scale-out.md)",
+                fatal=True,
+            )
         self._client = openai.OpenAI(
             api_key=settings.api_key or (PLACEHOLDER_KEY if settings.base_url else None),
             base_url=settings.base_url,

@@ -73,6 +73,13 @@ def open_driver(
 ) -> neo4j.Driver:
     """A driver for ``neo``; with ``verify``, one that has answered (GraphError otherwise)."""
     uri = redact(neo.uri)
+    missing = getattr(neo.password, "missing", "")
+    if missing:  # a Beam worker that was not given the secret (settings.Secret)
+        raise ConfigError(
+            f"the Neo4j password is not available here: {missing}. Workers read it from their "
+            "own environment (NEO4J_PASSWORD) or from the file NEO4J_PASSWORD_FILE names "
+            "(docs/scale-out.md)"
+        )
     try:
         driver = neo4j.GraphDatabase.driver(
             neo.uri,

@@ -286,6 +286,22 @@ MATCH (n {tenant: $tenant})
 UNWIND labels(n) AS label
 RETURN label, count(*) AS n ORDER BY label
 """
+COUNT_TENANT_BY_RELATIONSHIP_TYPE = """
+MATCH (n {tenant: $tenant})-[r]->()
+RETURN type(r) AS type, count(r) AS n ORDER BY type
+"""
+# Pairs of nodes joined twice by one relationship type: a write that ran twice would leave them.
+COUNT_TENANT_DUPLICATE_RELATIONSHIPS = """
+MATCH (a {tenant: $tenant})-[r]->(b)
+WITH a, type(r) AS type, b, count(r) AS copies WHERE copies > 1
+RETURN count(*) AS n
+"""
+# Nodes sharing one uid (the uniqueness constraints forbid them; checked after retries).
+COUNT_TENANT_DUPLICATE_UIDS = """
+MATCH (n {tenant: $tenant})
+WITH labels(n) AS labels, n.uid AS uid, count(*) AS copies WHERE copies > 1
+RETURN count(*) AS n
+"""
 COUNT_TRAJECTORY_TURNS = """
 MATCH (t:Trajectory {tenant: $tenant})
 OPTIONAL MATCH (t)-[:HAS_TURN]->(u:Turn)

@@ -52,6 +52,9 @@ class GraphRows:
     # Windows extracted by a stand-in because a server could not answer: the rows are
     # written, and a manifest run reads the file again next time (trajgraph/jobs/manifest.py).
     retry_windows: int = 0
+    # The streamed trajectory's version these rows were built from (0 in batch runs); the
+    # stream writes a trajectory's newest version only (pipelines/streaming.py).
+    version: int = 0
 
     def count(self) -> int:
         return sum(len(v) for k, v in self.rows.items() if k != "complete")

@@ -2,17 +2,26 @@
 
 Unchanged trajectories (same content hash as stored) are skipped; changed ones are cleared
 and rewritten, so a re-ingest never leaves stale states or edges behind.
+
+Runners retry a failed bundle (Dataflow retries it, Flink restarts from its last checkpoint),
+so a write may run again after part of it reached the graph. That converges: every node and
+edge is MERGEd on a deterministic id, and a trajectory's content hash is stored by the last
+statement of its write (``complete``), so a half-written trajectory has no hash and is
+cleared and rewritten by the retry. The test setting TRAJGRAPH_TEST_WRITE_FAULT (never set
+by users) makes one write batch fail half-way to show it (tests/integration/test_prism.py).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import neo4j
 
-from trajgraph.errors import ConfigError
+from trajgraph.errors import ConfigError, GraphError
 from trajgraph.graph import cypher
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.rows import ROW_KINDS, GraphRows
@@ -37,6 +46,9 @@ STATEMENTS: dict[str, str] = {
     "complete": cypher.MARK_TRAJECTORIES_COMPLETE,
 }
 assert set(STATEMENTS) == set(ROW_KINDS)
+# The test fault strikes after this many statements of a batch: its trajectories and turns
+# are written, their edges and content hashes are not.
+TEST_FAULT_AFTER_STATEMENTS = 2
 
 
 def ensure_schema(driver: neo4j.Driver, database: str) -> None:
@@ -102,11 +114,13 @@ class GraphWriter:
         *,
         batch_size: int = 1000,
         skip_unchanged: bool = True,
+        test_fault: str | None = None,
     ) -> None:
         self._driver = driver
         self._database = database
         self._batch_size = max(1, batch_size)
         self._skip_unchanged = skip_unchanged
+        self._test_fault = test_fault  # a marker path (Neo4jSettings.test_write_fault)
         self._pending: list[GraphRows] = []
         self._pending_rows = 0
 
@@ -163,6 +177,8 @@ class GraphWriter:
                 self._run(STATEMENTS[kind], {"rows": chunk}, stats)
                 if kind != "complete":
                     stats.rows += len(chunk)
+                if self._test_fault and stats.statements == TEST_FAULT_AFTER_STATEMENTS:
+                    _strike_once(self._test_fault, stats.statements)
         for start in range(0, len(orphans), self._batch_size):
             uids = orphans[start : start + self._batch_size]
             self._run(cypher.DELETE_ORPHAN_SIGNATURES, {"uids": uids}, stats)
@@ -200,3 +216,17 @@ class GraphWriter:
         ):
             session.execute_write(work)
         stats.statements += 1
+
+
+def _strike_once(marker: str, statements: int) -> None:
+    """The test fault: the first write batch (of any process) to create ``marker`` fails here,
+    after ``statements`` statements of it were committed; later ones find the marker and go on."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return
+    logging.getLogger(__name__).warning("test fault: failing a write batch on purpose")
+    raise GraphError(
+        f"test fault (TRAJGRAPH_TEST_WRITE_FAULT): this write batch failed on purpose after "
+        f"{statements} statements"
+    )

@@ -21,7 +21,6 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
@@ -32,7 +31,7 @@ from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError
 from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
 from trajgraph.graph.embedders import embedder_name
-from trajgraph.pipelines import dead_letter, progress, runners
+from trajgraph.pipelines import dead_letter, files, progress, runners
 from trajgraph.pipelines.adapters import FORMATS
 from trajgraph.pipelines.preflight import (
     check_graph,
@@ -80,7 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dead-letter",
         default=None,
         metavar="DIR",
-        help="where rejected records go (default: a new folder per run)",
+        help="where rejected records go: a folder, local or on a filesystem every worker "
+        "reaches (gs://, s3://, hdfs://; default: a new local folder per run)",
     )
     p.add_argument("--tenant", default=None, help="tenant for records that do not name one")
     p.add_argument(
@@ -159,11 +159,12 @@ class IngestConfig:
         return embedder_name(self.embedder) if self.embedder else ""
 
 
-def dead_letter_dir(flag: str | None, settings: settings_mod.Settings) -> Path:
-    """``--dead-letter DIR``, else a new folder for this run."""
+def dead_letter_dir(flag: str | None, settings: settings_mod.Settings) -> str:
+    """``--dead-letter DIR`` (a local folder, or any Beam filesystem: ``gs://bucket/dl``),
+    else a new local folder for this run."""
     if flag:
-        return Path(flag)
-    return dead_letter_root(settings) / f"{utc_stamp()}-{os.getpid()}"
+        return flag
+    return str(dead_letter_root(settings) / f"{utc_stamp()}-{os.getpid()}")
 
 
 class WriteJsonLines(beam.PTransform):
@@ -260,12 +261,13 @@ def run(
     config = IngestConfig.from_args(args, settings)
     paths = expand_paths(args.paths)
     check_graph(config.neo, config.embedder)
-    # --runner FlinkRunner: fetch the job server, pick its Java, default to a local cluster.
+    # --runner PrismRunner: our Prism binary; FlinkRunner: the job server, its Java, a local
+    # cluster.
     beam_args = runners.prepare_beam_args(beam_args, settings)
     dl_dir = dead_letter_dir(args.dead_letter, settings)
-    dl_dir.mkdir(parents=True, exist_ok=True)
+    files.make_dirs(dl_dir)
     return run_pipeline(
-        config, beam_args, paths=paths, dead_letter_prefix=str(dl_dir / "dead-letter")
+        config, beam_args, paths=paths, dead_letter_prefix=files.join(dl_dir, "dead-letter")
     )
 
 

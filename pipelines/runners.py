@@ -1,4 +1,11 @@
-"""Runner set-up that Beam's own flags leave to us: the Flink job server.
+"""Runner set-up that Beam's own flags leave to us: Prism's binary, the Flink job server, and
+whether a run's workers live in this process.
+
+``--runner PrismRunner`` is Beam's portable runner in Go (pipelines/prism.py): Beam would
+download its binary from GitHub, so :func:`prepare_beam_args` always passes one
+(``--prism_location``: TRAJGRAPH_PRISM_LOCATION or the build cache), unless the user gave one
+or a running job server (``--job_endpoint``); without a binary the run stops before it reads
+anything, naming the build command.
 
 ``--runner FlinkRunner`` is Beam's portable Flink runner: the pipeline is sent over the Fn API
 to a Java *job server* (``org.apache.beam:beam-runners-flink-<flink>-job-server`` at exactly
@@ -25,10 +32,24 @@ from apache_beam.version import __version__ as BEAM_VERSION
 
 from trajgraph.errors import ConfigError, RunnerError, ServerError
 from trajgraph.jvm import Java, Log, MavenFailure, fetch_jar, find_java
+from trajgraph.pipelines import prism
 from trajgraph.settings import Settings
 
 BEAM_GROUP = "org.apache.beam"
 FLINK_RUNNER_NAMES = frozenset({"flink", "flinkrunner"})
+PRISM_RUNNER_NAMES = frozenset({"prism", "prismrunner"})
+# Runners whose DoFns run in the launching process (unless --direct_running_mode says
+# multi_processing): the DirectRunner's names.
+DIRECT_RUNNER_NAMES = frozenset(
+    {"direct", "directrunner", "switchingdirectrunner", "bundlebaseddirectrunner"}
+)
+# Prism logs every job's progress at "info"; a nightly job's log wants its warnings only.
+PRISM_LOG_LEVEL = "warn"
+# Prism (2.77) splits a slow bundle and runs the rest as a new bundle at the same time, also
+# in stages with state: then two bundles hold one key, each with its own state, and a
+# stateful DoFn (the stream's assembly, its newest-version write) sees half of a key's
+# elements. This experiment turns Prism's dynamic splitting off (tests/integration/test_prism.py).
+PRISM_NO_SPLIT = "prism_disable_sdf_split"
 # Beam's own list of the Flink versions it publishes job servers for; the newest is its default.
 FLINK_VERSIONS: tuple[str, ...] = tuple(FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS)
 DEFAULT_FLINK_VERSION = FLINK_VERSIONS[-1]
@@ -41,7 +62,7 @@ JOB_SERVER_JAVA_TEXT = "Java 11 to 21 (17 recommended)"
 
 @dataclass(frozen=True)
 class RunnerFlags:
-    """The Beam flags that decide what a Flink run needs; None = not given."""
+    """The Beam flags that decide what a Prism or Flink run needs; None = not given."""
 
     runner: str | None = None
     flink_master: str | None = None
@@ -52,6 +73,9 @@ class RunnerFlags:
     job_endpoint: str | None = None
     jar_cache_dir: str | None = None
     job_server_java_launcher: str | None = None
+    prism_location: str | None = None
+    prism_log_level: str | None = None
+    direct_running_mode: str | None = None
 
 
 def parse_flags(beam_args: Sequence[str]) -> RunnerFlags:
@@ -66,11 +90,60 @@ def parse_flags(beam_args: Sequence[str]) -> RunnerFlags:
     return RunnerFlags(**vars(known))
 
 
+def _runner_name(runner: str | None) -> str:
+    return runner.rsplit(".", 1)[-1].lower() if runner else ""
+
+
 def is_flink(runner: str | None) -> bool:
     """True for the names Beam resolves to its FlinkRunner (any case, short or dotted)."""
-    if not runner:
-        return False
-    return runner.rsplit(".", 1)[-1].lower() in FLINK_RUNNER_NAMES
+    return _runner_name(runner) in FLINK_RUNNER_NAMES
+
+
+def is_prism(runner: str | None) -> bool:
+    """True for the names Beam resolves to its PrismRunner (any case, short or dotted)."""
+    return _runner_name(runner) in PRISM_RUNNER_NAMES
+
+
+def workers_in_this_process(beam_args: Sequence[str]) -> bool:
+    """True when the pipeline's DoFns run in this process, so that counters it keeps (the
+    progress bar's) move: the DirectRunner (but not its multi_processing mode), and portable
+    runners with LOOPBACK workers (Prism's default). Call it on :func:`prepare_beam_args`'s
+    result, which adds LOOPBACK to a local Flink."""
+    flags = parse_flags(beam_args)
+    name = _runner_name(flags.runner) or "directrunner"
+    if name in DIRECT_RUNNER_NAMES:
+        return (flags.direct_running_mode or "in_memory") != "multi_processing"
+    environment = flags.environment_type
+    if environment is None and name in PRISM_RUNNER_NAMES:
+        environment = "LOOPBACK"
+    return (environment or "").upper() == "LOOPBACK"
+
+
+def prism_defaults(
+    flags: RunnerFlags, settings: Settings, beam_args: Sequence[str] = ()
+) -> list[str]:
+    """The flags to append to a Prism run: our binary (Beam would download one from
+    GitHub) unless the user named one or a running job server, quieter logs, and no dynamic
+    splitting (PRISM_NO_SPLIT)."""
+    extra: list[str] = []
+    if flags.prism_location is not None:
+        if not _is_url(flags.prism_location) and not Path(flags.prism_location).is_file():
+            raise RunnerError(f"--prism_location {flags.prism_location} is not a file")
+    elif flags.job_endpoint is None:
+        extra.append(f"--prism_location={prism.find(settings)}")
+    if flags.prism_log_level is None:
+        extra.append(f"--prism_log_level={PRISM_LOG_LEVEL}")
+    if PRISM_NO_SPLIT not in _experiments(beam_args):
+        extra.append(f"--experiments={PRISM_NO_SPLIT}")
+    return extra
+
+
+def _experiments(beam_args: Sequence[str]) -> set[str]:
+    """Beam's ``--experiments`` (repeatable, each maybe comma-separated)."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p.add_argument("--experiments", "--experiment", action="append", default=[])
+    known, _ = p.parse_known_args(list(beam_args))
+    return {e.strip() for value in known.experiments for e in value.split(",") if e.strip()}
 
 
 def flink_version(flags: RunnerFlags) -> str:
@@ -138,8 +211,10 @@ def prepare_beam_args(
     log: Log | None = None,
     mvn: str | None = None,
 ) -> list[str]:
-    """Beam's argv, completed for the runner it names (only Flink needs anything)."""
+    """Beam's argv, completed for the runner it names (Prism and Flink need something)."""
     flags = parse_flags(beam_args)
+    if is_prism(flags.runner):
+        return [*beam_args, *prism_defaults(flags, settings, beam_args)]
     if not is_flink(flags.runner):
         return list(beam_args)
     log = log or _stderr

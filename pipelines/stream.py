@@ -28,7 +28,7 @@ from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError, InputError
 from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
 from trajgraph.graph.embedders import embedder_name
-from trajgraph.pipelines import progress
+from trajgraph.pipelines import files, progress, runners
 from trajgraph.pipelines.preflight import check_graph, dead_letter_root, embedder_for, utc_stamp
 from trajgraph.pipelines.streaming import (
     READ_FAILURES,
@@ -36,6 +36,7 @@ from trajgraph.pipelines.streaming import (
     AppendDeadLetterFn,
     AssembleTrajectoryFn,
     TailSourceFn,
+    WriteNewestVersions,
     parse_event,
 )
 from trajgraph.pipelines.transforms import (
@@ -43,7 +44,6 @@ from trajgraph.pipelines.transforms import (
     NS,
     ExtractTrajectoryFn,
     ValidateFn,
-    WriteGraph,
     describe_failure,
 )
 
@@ -67,7 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop after this long (default: run until interrupted)",
     )
     p.add_argument("--budget", type=int, default=None, metavar="TOKENS")
-    p.add_argument("--dead-letter", default=None, metavar="DIR")
+    p.add_argument(
+        "--dead-letter",
+        default=None,
+        metavar="DIR",
+        help="where bad events go: a folder, local or on a filesystem every worker reaches "
+        "(gs://, s3://, hdfs://)",
+    )
     return p
 
 
@@ -98,11 +104,7 @@ class StreamConfig:
             raise ConfigError("--poll must be positive")
         extractor = resolve(args.extractor, settings.llm)
         get_extractor(extractor, llm=settings.llm)  # a missing model fails here
-        dl_dir = (
-            Path(args.dead_letter)
-            if args.dead_letter
-            else dead_letter_root(settings) / f"stream-{utc_stamp()}"
-        )
+        dl_dir = args.dead_letter or str(dead_letter_root(settings) / f"stream-{utc_stamp()}")
         return cls(
             source=args.source,
             poll_s=args.poll,
@@ -114,7 +116,7 @@ class StreamConfig:
             neo=settings.neo4j,
             batch_size=settings.write_batch_size,
             embedder=embedder_for(args.embedder, settings),
-            dead_letter_path=str(dl_dir / "dead-letter.jsonl"),
+            dead_letter_path=files.join(dl_dir, "dead-letter.jsonl"),
         )
 
 
@@ -160,7 +162,7 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
             )
         ).with_outputs(FAILURES, main="rows")
     )
-    _ = built.rows | "Write graph" >> WriteGraph(config.neo, config.batch_size, embedder)
+    _ = built.rows | "Write graph" >> WriteNewestVersions(config.neo, config.batch_size, embedder)
     _ = (
         (
             read[READ_FAILURES],
@@ -206,9 +208,24 @@ def run(
 ) -> PipelineResult:
     """Parse trajgraph's flags (the rest are Beam's), check the source and the graph, run."""
     args, beam_args = build_parser().parse_known_args(argv)
-    config = StreamConfig.from_args(args, settings or settings_mod.load())
+    settings = settings or settings_mod.load()
+    config = StreamConfig.from_args(args, settings)
     check_graph(config.neo, config.embedder)
-    return run_pipeline(config, beam_args)
+    return run_pipeline(config, prepare_beam_args(config, beam_args, settings))
+
+
+def prepare_beam_args(
+    config: StreamConfig, beam_args: Sequence[str], settings: settings_mod.Settings
+) -> list[str]:
+    """Beam's flags completed for the runner (runners.prepare_beam_args); stdin can only be
+    read by workers in this process."""
+    beam_args = runners.prepare_beam_args(beam_args, settings)
+    if config.source == STDIN and not runners.workers_in_this_process(beam_args):
+        raise ConfigError(
+            "the stream source - (stdin) is only readable by workers in this process: use "
+            "the DirectRunner or LOOPBACK workers, or give a directory the workers can read"
+        )
+    return beam_args
 
 
 if __name__ == "__main__":

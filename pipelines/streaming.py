@@ -15,6 +15,13 @@ batch ones, and a trajectory is rewritten as a whole when it changes, so the gra
 last event is exactly what a batch ingest of the same turns builds (``trajgraph digest``
 checks that). A restart re-reads the source files from the beginning: unchanged trajectories
 are skipped by their content hash, so nothing is duplicated and nothing is missed.
+
+Each emitted trajectory carries a version (1, 2, ... per trajectory). Extraction runs on the
+versions in parallel, and a runner that does not fuse the write with the assembly, or that
+splits bundles (Prism did, docs/scale-out.md), may hand them to the writer out of order and
+two at a time; so the write is keyed by trajectory again: :class:`WriteNewestVersionFn`
+writes one trajectory's versions one at a time and drops a version older than the newest
+already written.
 """
 
 from __future__ import annotations
@@ -24,19 +31,23 @@ import os
 import queue
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder
+from apache_beam.coders import PickleCoder, VarIntCoder
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
 from trajgraph.errors import InputError
-from trajgraph.pipelines import dead_letter, progress
+from trajgraph.graph.rows import GraphRows
+from trajgraph.pipelines import dead_letter, files, progress
 from trajgraph.pipelines.adapters import normalize
 from trajgraph.pipelines.adapters.base import Located, RawRecord
+from trajgraph.pipelines.transforms import NS, EmbedRowsFn
+from trajgraph.settings import EmbedderSettings, Neo4jSettings
 
 EVENT_TYPES = ("turn", "header", "footer")
 READ_FAILURES = "read_failures"
@@ -59,6 +70,8 @@ _OFFSETS = ReadModifyWriteStateSpec("offsets", PickleCoder())
 _OFFSETS_PARAM = beam.DoFn.StateParam(_OFFSETS)
 _RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
 _RECORD_PARAM = beam.DoFn.StateParam(_RECORD)
+_WRITTEN = ReadModifyWriteStateSpec("written", VarIntCoder())
+_WRITTEN_PARAM = beam.DoFn.StateParam(_WRITTEN)
 
 
 class TailSourceFn(beam.DoFn):
@@ -210,19 +223,102 @@ class AssembleTrajectoryFn(beam.DoFn):
             progress.bump("stream_duplicates")
             beam.metrics.Metrics.counter("trajgraph", "stream_duplicates").inc()
             return
+        rec["version"] = rec.get("version", 0) + 1
         record.write(rec)
         traj = trajectory_of((ev["tenant"], ev["trajectory_id"]), rec)
         raw = RawRecord(ev["source"], ev["locator"], "canonical", traj)
         for normalized in normalize(raw):
-            yield Located(ev["source"], ev["locator"], normalized)
+            yield Located(ev["source"], ev["locator"], normalized, version=rec["version"])
+
+
+def _count(name: str, n: int = 1) -> None:
+    beam.metrics.Metrics.counter(NS, name).inc(n)
+    progress.bump(name, n)
+
+
+class WriteNewestVersionFn(beam.DoFn):
+    """Keyed by trajectory uid: writes a streamed trajectory's version unless a newer one
+    was written already (see the module's docstring).
+
+    Per-key state makes the runner process one trajectory's versions one at a time, and the
+    write is synchronous here, so two writes of a trajectory never interleave and an older
+    version never overwrites a newer one. Versions 0 (not streamed) are always written."""
+
+    def __init__(self, neo: Neo4jSettings, batch_size: int) -> None:
+        self._neo = neo
+        self._batch_size = batch_size
+        self._driver: Any = None
+        self._writer: Any = None
+
+    def setup(self) -> None:
+        from trajgraph.graph.connection import open_driver
+        from trajgraph.graph.writer import GraphWriter, ensure_schema
+
+        self._driver = open_driver(self._neo)
+        ensure_schema(self._driver, self._neo.database)
+        self._writer = GraphWriter(
+            self._driver,
+            self._neo.database,
+            batch_size=self._batch_size,
+            test_fault=self._neo.test_write_fault,
+        )
+
+    def process(self, keyed: tuple[str, GraphRows], written: Any = _WRITTEN_PARAM) -> None:
+        _, rows = keyed
+        newest = written.read() or 0
+        if rows.version and rows.version <= newest:
+            _count("stream_stale_versions")
+            return
+        stats = self._writer.write([rows])
+        written.write(max(newest, rows.version))
+        _count("trajectories_written", stats.trajectories)
+        _count("trajectories_unchanged", stats.unchanged)
+        _count("rows_written", stats.rows)
+
+    def teardown(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+
+
+class WriteNewestVersions(beam.PTransform):
+    """GraphRows of streamed trajectories → node embeddings (when an embedder is given) →
+    each trajectory's newest version in Neo4j."""
+
+    def __init__(
+        self, neo: Neo4jSettings, batch_size: int, embedder: EmbedderSettings | None = None
+    ) -> None:
+        super().__init__()
+        self._neo = neo
+        self._batch_size = batch_size
+        self._embedder = embedder
+
+    def expand(self, rows: Any) -> Any:
+        if self._embedder is not None:
+            rows = rows | "Embed states and turns" >> beam.ParDo(
+                EmbedRowsFn(self._neo, self._embedder)
+            )
+        return (
+            rows
+            | "Key by trajectory uid"
+            >> beam.Map(lambda r: (r.trajectory_uid, r)).with_output_types(
+                beam.typehints.KV[str, Any]
+            )
+            | "Write the newest versions"
+            >> beam.ParDo(WriteNewestVersionFn(self._neo, self._batch_size))
+        )
 
 
 class AppendDeadLetterFn(beam.DoFn):
-    """Streaming has no end to write a file at: dead letters are appended as they come."""
+    """Streaming has no end to write a file at: dead letters are appended as they come.
+
+    Object stores (``gs://``, ``s3://``) cannot append: there each bundle's dead letters go
+    to a new file beside the path, ``dead-letter-<unique>.jsonl``, through Beam's FileSystems.
+    """
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._lock = threading.Lock()
+        self._pending: list[str] = []
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_path": self._path}
@@ -230,9 +326,23 @@ class AppendDeadLetterFn(beam.DoFn):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._path = state["_path"]
         self._lock = threading.Lock()
+        self._pending = []
+
+    def start_bundle(self) -> None:
+        self._pending = []
 
     def process(self, row: dict[str, Any]) -> None:
+        line = dead_letter.to_json_line(row) + "\n"
+        if not files.is_local(self._path):
+            self._pending.append(line)
+            return
         with self._lock:
             os.makedirs(os.path.dirname(self._path) or ".", exist_ok=True)
             with open(self._path, "a", encoding="utf-8") as f:
-                f.write(dead_letter.to_json_line(row) + "\n")
+                f.write(line)
+
+    def finish_bundle(self) -> None:
+        if self._pending:
+            stem = self._path.removesuffix(".jsonl")
+            files.write_bytes(f"{stem}-{uuid.uuid4().hex}.jsonl", "".join(self._pending).encode())
+            self._pending = []

@@ -305,6 +305,7 @@ class ExtractTrajectoryFn(beam.DoFn):
         digest = content_hash(traj, merged, extractor=fingerprint)
         rows = build_rows(traj, merged, extractor=self._extractor.label, content_hash=digest)
         rows.retry_windows = len(batch.retry)
+        rows.version = item.version
         outputs.append(rows)
 
 
@@ -425,7 +426,12 @@ class WriteGraphFn(beam.DoFn):
 
         self._driver = open_driver(self._neo)
         ensure_schema(self._driver, self._neo.database)
-        self._writer = GraphWriter(self._driver, self._neo.database, batch_size=self._batch_size)
+        self._writer = GraphWriter(
+            self._driver,
+            self._neo.database,
+            batch_size=self._batch_size,
+            test_fault=self._neo.test_write_fault,
+        )
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajgraph-write")
         self._failed = threading.Event()
 

@@ -1,15 +1,22 @@
 """Settings read from the environment: the only place trajgraph looks at os.environ.
 
 Everything below the CLI receives a Settings (or the pieces it needs) as arguments.
+
+Secrets (the Neo4j password, the OpenAI key) are :class:`Secret` strings: usable as plain
+strings, but pickled as *where* they were read (a variable, a file), never as their value.
+Settings travel to Beam's workers inside the pickled pipeline; a worker that unpickles them
+reads the secret again from its own environment or file (:func:`reread_secret`), so the job
+graph staged for a remote runner holds no password.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from trajgraph.errors import ConfigError, redact
@@ -17,6 +24,45 @@ from trajgraph.errors import ConfigError, redact
 T = TypeVar("T")
 
 DEFAULT_NEO4J_VERSION = "5.26.30"
+DEFAULT_NEO4J_PASSWORD = "trajgraph-local"
+# Test setting: the first graph write batch that creates this marker file fails after part of
+# it was written (graph/writer.py), to show that a runner's retry converges. Never set it
+# outside tests; a warning is logged when it is.
+TEST_WRITE_FAULT_VAR = "TRAJGRAPH_TEST_WRITE_FAULT"
+
+
+class Secret(str):
+    """A secret's value, which pickles as where it was read, never as the value.
+
+    ``source`` is the recipe a worker follows to read it again from *its* environment:
+    ``env:NAME`` (a variable), ``uri:NAME`` (the password in a URI variable's userinfo),
+    ``file:PATH`` (a file, local or any Beam filesystem such as ``gs://``) or ``default``.
+    ``missing`` says why a worker could not read it (empty when it could).
+    """
+
+    source: str
+    missing: str
+
+    def __new__(cls, value: str, source: str, missing: str = "") -> Secret:
+        secret = super().__new__(cls, value)
+        secret.source = source
+        secret.missing = missing
+        return secret
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (reread_secret, (self.source,))
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return self.__reduce__()
+
+    def __repr__(self) -> str:  # never the value (Beam logs reprs)
+        return f"Secret({self.source})"
+
+    def __deepcopy__(self, memo: Any) -> Secret:
+        return self  # immutable; a deep copy must not re-read it
+
+    def __copy__(self) -> Secret:
+        return self
 
 
 def _default_home() -> Path:
@@ -27,8 +73,10 @@ def _default_home() -> Path:
 class Neo4jSettings:
     uri: str = "bolt://127.0.0.1:7687"
     user: str = "neo4j"
-    password: str = field(default="trajgraph-local", repr=False)  # Beam logs DoFn reprs
+    password: str = field(default=DEFAULT_NEO4J_PASSWORD, repr=False)  # Beam logs DoFn reprs
     database: str = "neo4j"
+    # Test only (TRAJGRAPH_TEST_WRITE_FAULT): a marker file; see graph/writer.py.
+    test_write_fault: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +154,9 @@ class Settings:
     tenant: str = "default"
     token_budget: int = 2048
     write_batch_size: int = 1000
+    # Beam's Prism runner binary (TRAJGRAPH_PRISM_LOCATION); None: the build cache
+    # (pipelines/prism.py).
+    prism_location: Path | None = None
 
     def with_neo4j(self, **changes: object) -> Settings:
         return replace(self, neo4j=replace(self.neo4j, **changes))  # type: ignore[arg-type]
@@ -147,11 +198,18 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         run_dir=Path(env["TRAJGRAPH_NEO4J_RUN"]) if env.get("TRAJGRAPH_NEO4J_RUN") else None,
         system_java_home=Path(env["JAVA_HOME"]) if env.get("JAVA_HOME") else None,
     )
+    fault = env.get(TEST_WRITE_FAULT_VAR) or None
+    if fault:
+        logging.getLogger(__name__).warning(
+            "%s is set: one graph write will fail on purpose (a test setting)",
+            TEST_WRITE_FAULT_VAR,
+        )
     neo = Neo4jSettings(
         uri=uri,
         user=uri_user or env.get("NEO4J_USER") or "neo4j",
-        password=uri_password or env.get("NEO4J_PASSWORD") or "trajgraph-local",
+        password=_neo4j_password(env, uri_password),
         database=env.get("NEO4J_DATABASE") or "neo4j",
+        test_write_fault=fault,
     )
     llm = _llm(env)
     budget = _int(env, "TRAJGRAPH_TOKEN_BUDGET", 2048)
@@ -166,7 +224,81 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         tenant=env.get("TRAJGRAPH_TENANT") or "default",
         token_budget=budget,
         write_batch_size=_int(env, "TRAJGRAPH_WRITE_BATCH", 1000),
+        prism_location=(
+            Path(env["TRAJGRAPH_PRISM_LOCATION"]).expanduser()
+            if env.get("TRAJGRAPH_PRISM_LOCATION")
+            else None
+        ),
     )
+
+
+# -- secrets ----------------------------------------------------------------------------------
+
+
+def _neo4j_password(env: Mapping[str, str], uri_password: str | None) -> Secret:
+    """The URI's userinfo, else NEO4J_PASSWORD, else the file NEO4J_PASSWORD_FILE names, else
+    the local server's default."""
+    if uri_password:
+        return Secret(uri_password, "uri:NEO4J_URI")
+    found = _secret(env, "NEO4J_PASSWORD", "NEO4J_PASSWORD_FILE")
+    return found if found is not None else Secret(DEFAULT_NEO4J_PASSWORD, "default")
+
+
+def _secret(env: Mapping[str, str], name: str, file_name: str) -> Secret | None:
+    """``name`` from the environment, else the file that ``file_name`` names (a mounted
+    Kubernetes secret, ``gs://...``); None if neither is set."""
+    if env.get(name):
+        return Secret(env[name], f"env:{name}")
+    path = env.get(file_name)
+    if not path:
+        return None
+    try:
+        return Secret(read_secret_file(path), f"file:{path}")
+    except OSError as e:
+        raise ConfigError(f"{file_name}: cannot read {path}: {e.strerror or e}") from None
+
+
+def read_secret_file(path: str) -> str:
+    """A secret file's content without the trailing newline; local, or through Beam's
+    FileSystems for a ``scheme://`` path (gs://, s3://, hdfs://)."""
+    if "://" in path:
+        from apache_beam.io.filesystems import FileSystems
+
+        try:
+            with FileSystems.open(path) as f:
+                data = f.read()
+        except Exception as e:  # BeamIOError and the stores' own errors
+            raise OSError(str(e)) from e
+    else:
+        data = Path(path).expanduser().read_bytes()
+    return data.decode("utf-8").rstrip("\r\n")
+
+
+def reread_secret(source: str) -> Secret:
+    """A secret read again where it is unpickled (a Beam worker), by its recipe; when this
+    machine does not have it, an empty Secret whose ``missing`` says what is missing (the
+    driver or client then fails with that, not with a bare authentication error)."""
+    kind, _, where = source.partition(":")
+    try:
+        if kind == "env":
+            value = os.environ.get(where)
+            if value:
+                return Secret(value, source)
+            return Secret("", source, missing=f"{where} is not set in this worker's environment")
+        if kind == "uri":
+            _, _, password = split_userinfo(os.environ.get(where) or "")
+            if password:
+                return Secret(password, source)
+            return Secret(
+                "", source, missing=f"{where} in this worker's environment has no password"
+            )
+        if kind == "file":
+            return Secret(read_secret_file(where), source)
+    except OSError as e:
+        return Secret("", source, missing=f"cannot read the secret file {where}: {e}")
+    if kind == "default":
+        return Secret(DEFAULT_NEO4J_PASSWORD, source)
+    return Secret("", source, missing=f"unknown secret source {source!r}")
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -185,7 +317,7 @@ def _llm(env: Mapping[str, str]) -> LLMSettings:
     llm = LLMSettings(
         model=env.get("TRAJGRAPH_LLM_MODEL") or "",
         base_url=env.get("OPENAI_BASE_URL") or None,
-        api_key=env.get("OPENAI_API_KEY") or None,
+        api_key=_secret(env, "OPENAI_API_KEY", "OPENAI_API_KEY_FILE"),
         response_format=fmt,
         timeout_s=_float(env, "TRAJGRAPH_LLM_TIMEOUT", 120.0),
         max_attempts=_int(env, "TRAJGRAPH_LLM_MAX_ATTEMPTS", 6),

@@ -28,3 +28,5 @@ class Located:
     source: str
     locator: str
     trajectory: dict[str, Any]
+    # The stream's version of this trajectory (higher is newer; 0: a batch read, one version).
+    version: int = 0

@@ -17,8 +17,15 @@ import neo4j
 import pytest
 from neo4j.exceptions import AuthError, ServiceUnavailable
 
-from tests.integration.servers import Private, private_neo4j_server
+from tests.integration.servers import (
+    Private,
+    beam_worker_pool,
+    prism_job_server,
+    private_neo4j_server,
+)
+from trajgraph.errors import RunnerError
 from trajgraph.graph import governance, local_server
+from trajgraph.pipelines import prism
 from trajgraph.settings import LLMSettings, Settings, load
 
 HERE = Path(__file__).resolve().parent
@@ -76,3 +83,32 @@ def tenant(driver: neo4j.Driver, neo4j_settings: Settings) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     yield name
     governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
+
+
+# The worker pool and the Prism job server live for one test module: a process left running
+# to the end of the session would still be a child of pytest when later tests check for
+# leaked children (tests/unit/test_sandbox.py).
+
+
+@pytest.fixture(scope="module")
+def worker_pool() -> Iterator[str]:
+    """A Beam worker pool for ``--environment_type EXTERNAL`` (tests.integration.servers)."""
+    with beam_worker_pool() as pool:
+        yield pool
+
+
+@pytest.fixture(scope="session")
+def prism_binary(neo4j_settings: Settings) -> Path:
+    """The Prism binary `trajgraph ingest --runner PrismRunner` would use (built once by
+    `bash deploy/dev.sh setup`); the test skips, naming what is missing, without one."""
+    try:
+        return prism.find(neo4j_settings)
+    except RunnerError as e:
+        pytest.skip(f"Prism is not available: {' '.join(str(e).split())}")
+
+
+@pytest.fixture(scope="module")
+def prism_endpoint(prism_binary: Path) -> Iterator[str]:
+    """One Prism job server for the module's tests (``--job_endpoint``)."""
+    with prism_job_server(prism_binary) as server:
+        yield server.endpoint

@@ -1,12 +1,15 @@
 """Servers the integration tests start for themselves: a private Neo4j (its own port, data
-and run dir; the shared server's jars) that a test may stop and start, and an ASGI app served
-by uvicorn on a thread."""
+and run dir; the shared server's jars) that a test may stop and start, an ASGI app served
+by uvicorn on a thread, a Beam worker pool and a Prism job server."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -108,3 +111,92 @@ def serve_in_thread(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def _wait_for_port(proc: subprocess.Popen[bytes], port: int, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not listen within {timeout:.0f} s") from None
+            time.sleep(0.2)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group the child leads (it and what it started), then SIGKILL."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=15)
+
+
+@contextmanager
+def beam_worker_pool() -> Iterator[str]:
+    """A Beam worker pool in its own process group (``host:port`` for ``--environment_type
+    EXTERNAL --environment_config``): each SDK worker it starts is a new Python process, so
+    the pipeline's DoFns cross a process boundary as on a Flink task manager."""
+    port = free_port()
+    env = dict(os.environ)
+    # The pool starts workers as `python -c ...`: make that this venv's Python.
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "apache_beam.runners.worker.worker_pool_main",
+            f"--service_port={port}",
+        ],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_for_port(proc, port, "the Beam worker pool", 60)
+        yield f"localhost:{port}"
+    finally:
+        _stop_group(proc)
+
+
+@dataclasses.dataclass
+class PrismServer:
+    endpoint: str  # localhost:port, for --job_endpoint
+    pid: int
+
+
+@contextmanager
+def prism_job_server(binary: Path) -> Iterator[PrismServer]:
+    """One Prism process serving Beam's job API, shared by the tests that run pipelines on
+    Prism (each job then skips Prism's start-up); bench/scaling.py reads its memory."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "--job_port",
+            str(port),
+            "--serve_http=false",
+            "--log_level",
+            "warn",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_for_port(proc, port, f"Prism ({binary})", 60)
+        yield PrismServer(f"localhost:{port}", proc.pid)
+    finally:
+        _stop_group(proc)

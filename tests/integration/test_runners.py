@@ -15,15 +15,11 @@ fetched (this project's machines), the tests show the parts around it instead:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,59 +45,6 @@ def _ingest(
 ) -> ingest.IngestSummary:
     argv = [*paths, "--tenant", tenant, "--progress", "off", "--dead-letter", str(tmp), *beam_args]
     return ingest.run(argv, settings=settings)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def worker_pool() -> Iterator[str]:
-    """A Beam worker pool in its own process group: each SDK worker it starts is a new Python
-    process, so the pipeline's DoFns cross a process boundary as on a Flink cluster."""
-    port = _free_port()
-    env = dict(os.environ)
-    # The pool starts workers as `python -c ...`: make that this venv's Python.
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "apache_beam.runners.worker.worker_pool_main",
-            f"--service_port={port}",
-        ],
-        env=env,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the Beam worker pool exited with {proc.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("the Beam worker pool did not listen within 60 s")
-                time.sleep(0.2)
-        yield f"localhost:{port}"
-    finally:
-        # The pool and the workers it started share its process group.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
 
 
 def _external(pool: str) -> list[str]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from apache_beam.version import __version__ as BEAM_VERSION
 
 from trajgraph import cli
 from trajgraph.jobs import ingest as ingest_mod
@@ -305,7 +306,42 @@ def test_dockerfile_starts_from_python_311_slim() -> None:
     for i in ins:
         source = i.flags().get("from")
         if i.keyword == "COPY" and source is not None:
-            assert source in stages, f"line {i.line}: COPY --from={source} names no stage"
+            # A stage, or the one image the beam-worker stage takes Beam's boot program from.
+            assert source in stages or source == BEAM_SDK_IMAGE, (
+                f"line {i.line}: COPY --from={source} names no stage (nor {BEAM_SDK_IMAGE})"
+            )
+
+
+# Beam's Python SDK image of the installed Beam release and the image's Python.
+BEAM_SDK_IMAGE = f"apache/beam_python3.11_sdk:{BEAM_VERSION}"
+
+
+def _stage(name: str) -> list[Instruction]:
+    ins = list(dockerfile())
+    starts = [n for n, i in enumerate(ins) if i.keyword == "FROM"]
+    for n, begin in enumerate(starts):
+        words = ins[begin].body().split()
+        if words[-1] == name:
+            end = starts[n + 1] if n + 1 < len(starts) else len(ins)
+            return ins[begin:end]
+    raise AssertionError(f"no stage {name}")
+
+
+def test_beam_worker_stage_is_beams_boot_over_the_same_venv_and_beam() -> None:
+    worker = _stage("beam-worker")
+    copies = {i.flags().get("from"): i.body() for i in worker if i.keyword == "COPY"}
+    assert copies.get("build") == "/opt/venv /opt/venv"
+    assert copies.get(BEAM_SDK_IMAGE) == "/opt/apache/beam /opt/apache/beam"
+    (entry,) = [i.argv() for i in worker if i.keyword == "ENTRYPOINT"]
+    assert entry == ["/opt/apache/beam/boot"]
+    # The venv's Beam is the boot program's (and the launcher's): pinned in the build stage.
+    build = _stage("build")
+    args = {i.body().split("=")[0]: i.body().split("=", 1)[1] for i in build if i.keyword == "ARG"}
+    assert args.get("BEAM_VERSION") == BEAM_VERSION
+    pips = [i.body() for i in build if i.keyword == "RUN" and "requirements.txt" in i.body()]
+    assert any('"apache-beam==${BEAM_VERSION}"' in cmd for cmd in pips), pips
+    # The default target is still the API image.
+    assert final_stage()[0].body() == "python:3.11-slim"
 
 
 def test_dockerfile_copies_exist_and_are_not_dockerignored() -> None:

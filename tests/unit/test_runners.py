@@ -9,7 +9,7 @@ import pytest
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
 from trajgraph.errors import ConfigError, RunnerError
-from trajgraph.pipelines import runners
+from trajgraph.pipelines import prism, runners
 from trajgraph.settings import LocalServerSettings, Settings
 
 BEAM = runners.BEAM_VERSION
@@ -231,3 +231,116 @@ def test_java_outside_the_job_servers_range_is_refused(tmp_path: Path) -> None:
         ["--runner", "FlinkRunner"], _settings(tmp_path, java="21.0.2"), mvn=str(mvn)
     )
     assert any(a.endswith("jdk21.0.2/bin/java") for a in out)
+
+
+# ------------------------------------------------------------------ Prism
+
+
+def _prism_settings(tmp_path: Path, location: Path | None = None) -> Settings:
+    return Settings(
+        local=LocalServerSettings(home=tmp_path / "cache" / "neo4j"), prism_location=location
+    )
+
+
+def _built(settings: Settings) -> Path:
+    binary = prism.cache_path(settings)
+    _fake_exe(binary.parent, binary.name, "exit 0\n")
+    return binary
+
+
+def test_prism_runner_names() -> None:
+    for name in (
+        "PrismRunner",
+        "prism",
+        "PRISMRUNNER",
+        "apache_beam.runners.portability.prism_runner.PrismRunner",
+    ):
+        assert runners.is_prism(name), name
+    for other in (None, "", "DirectRunner", "PortableRunner", "FlinkRunner"):
+        assert not runners.is_prism(other), other
+
+
+def test_prism_gets_the_cached_binary_quiet_logs_and_no_splitting(tmp_path: Path) -> None:
+    settings = _prism_settings(tmp_path)
+    binary = _built(settings)
+    assert binary == tmp_path / "cache" / "prism" / BEAM / "prism"
+    assert runners.prepare_beam_args(["--runner", "PrismRunner"], settings) == [
+        "--runner",
+        "PrismRunner",
+        f"--prism_location={binary}",
+        "--prism_log_level=warn",
+        "--experiments=prism_disable_sdf_split",
+    ]
+
+
+def test_prism_location_setting_wins_over_the_cache(tmp_path: Path) -> None:
+    mine = _fake_exe(tmp_path / "bin", "prism", "exit 0\n")
+    settings = _prism_settings(tmp_path, mine)
+    _built(settings)
+    assert f"--prism_location={mine}" in runners.prepare_beam_args(["--runner=prism"], settings)
+    with pytest.raises(RunnerError, match=r"TRAJGRAPH_PRISM_LOCATION .* not an executable"):
+        runners.prepare_beam_args(["--runner=prism"], _prism_settings(tmp_path, tmp_path / "nope"))
+
+
+def test_prism_flags_of_the_user_win(tmp_path: Path) -> None:
+    settings = _prism_settings(tmp_path)  # nothing built: none of these needs the cache
+    given = _fake_exe(tmp_path / "bin", "prism", "exit 0\n")
+    argv = ["--runner", "PrismRunner", f"--prism_location={given}", "--prism_log_level", "debug"]
+    argv += ["--experiments", "a,prism_disable_sdf_split"]
+    assert runners.prepare_beam_args(argv, settings) == argv
+    endpoint = ["--runner", "PrismRunner", "--job_endpoint", "localhost:8073"]
+    assert runners.prepare_beam_args(endpoint, settings) == [
+        *endpoint,
+        "--prism_log_level=warn",
+        "--experiments=prism_disable_sdf_split",
+    ]
+    url = ["--runner", "PrismRunner", "--prism_location", "https://example.invalid/prism.zip"]
+    assert runners.prepare_beam_args(url, settings)[: len(url)] == url
+    with pytest.raises(RunnerError, match="--prism_location /no/such/prism is not a file"):
+        runners.prepare_beam_args(
+            ["--runner=PrismRunner", "--prism_location=/no/such/prism"], settings
+        )
+
+
+def test_prism_without_a_binary_names_the_build_command_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _prism_settings(tmp_path)
+    with pytest.raises(RunnerError) as e:
+        runners.prepare_beam_args(["--runner", "PrismRunner"], settings)
+    text = str(e.value)
+    assert f"no Prism binary for Beam {BEAM}" in text
+    assert "bash deploy/dev.sh prism" in text
+    assert prism.build_command(settings) in text
+    assert f"GOBIN={prism.cache_dir(settings)} go install {prism.PACKAGE}@v{BEAM}" in text
+    # What dev.sh recorded when it could not build is the reason given.
+    prism.cache_dir(settings).mkdir(parents=True)
+    (prism.cache_dir(settings) / prism.UNAVAILABLE).write_text(
+        "the Go module proxy did not answer: dial tcp: lookup proxy.golang.org\n"
+    )
+    with pytest.raises(RunnerError, match="Go module proxy did not answer"):
+        prism.find(settings)
+    (prism.cache_dir(settings) / prism.UNAVAILABLE).unlink()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RunnerError, match=r"Go is not installed \(no `go` on PATH\)"):
+        prism.find(settings)
+
+
+@pytest.mark.parametrize(
+    ("argv", "here"),
+    [
+        ([], True),
+        (["--runner", "DirectRunner", "--direct_num_workers", "2"], True),
+        (["--direct_running_mode", "multi_threading"], True),
+        (["--direct_running_mode=multi_processing"], False),
+        (["--runner", "PrismRunner"], True),  # Beam's default for Prism: LOOPBACK
+        (["--runner", "PrismRunner", "--environment_type", "EXTERNAL"], False),
+        (["--runner", "PortableRunner", "--environment_type=LOOPBACK"], True),
+        (["--runner", "PortableRunner"], False),  # Beam's default: DOCKER
+        (["--runner", "FlinkRunner", "--environment_type", "LOOPBACK"], True),
+        (["--runner", "FlinkRunner", "--flink_master", "http://flink:8081"], False),
+        (["--runner", "DataflowRunner", "--project", "p"], False),
+    ],
+)
+def test_which_runs_have_their_workers_in_this_process(argv: list[str], here: bool) -> None:
+    assert runners.workers_in_this_process(argv) is here

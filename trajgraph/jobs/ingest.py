@@ -22,7 +22,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from apache_beam.metrics.metric import MetricsFilter
@@ -38,8 +37,8 @@ from trajgraph.jobs.summary import (
     IngestSummary,
     write_metrics,
 )
+from trajgraph.pipelines import files, progress, runners
 from trajgraph.pipelines import ingest as pipeline
-from trajgraph.pipelines import progress, runners
 from trajgraph.pipelines.preflight import check_graph, expand_paths
 from trajgraph.pipelines.transforms import NS
 
@@ -130,7 +129,8 @@ def _run(
     paths = [f for f in paths if file_key(f) not in own]
     s.files_input = len(paths)
     check_graph(config.neo, config.embedder)
-    # --runner FlinkRunner: fetch the job server, pick its Java, default to a local cluster.
+    # --runner PrismRunner: our Prism binary; FlinkRunner: the job server, its Java, a local
+    # cluster.
     beam_args = runners.prepare_beam_args(beam_args, settings)
 
     manifest = Manifest.load(args.manifest) if args.manifest else None
@@ -159,14 +159,12 @@ def _run(
         s.phases_s["plan"] = round(time.monotonic() - started, 3)
 
         dl_dir = pipeline.dead_letter_dir(args.dead_letter, settings)
-        prefix = str(dl_dir / "dead-letter")
-        retry_prefix = str(dl_dir / "retry") if manifest is not None else None
+        prefix = files.join(dl_dir, "dead-letter")
+        retry_prefix = files.join(dl_dir, "retry") if manifest is not None else None
         if todo:
-            dl_dir.mkdir(parents=True, exist_ok=True)
+            files.make_dirs(dl_dir)
             t0 = time.monotonic()
-            show = args.progress == "on" or (
-                args.progress == "auto" and sys.stderr.isatty() and not args.json
-            )
+            show = _show_progress(args, beam_args)
             with ProgressBar(len(todo)) if show else contextlib.nullcontext():
                 result = pipeline.run_pipeline(
                     config,
@@ -214,13 +212,29 @@ def _run(
             manifest.save()
             s.phases_s["manifest"] = round(time.monotonic() - t0, 3)
         if retry_prefix:
-            Path(retry_prefix + ".jsonl").unlink(missing_ok=True)
+            files.delete(retry_prefix + ".jsonl")
         if args.dead_letter is None and not (s.dead_lettered or s.windows_failed):
             # Nothing was rejected: do not leave an empty folder behind for every clean run.
-            Path(s.dead_letter_path).unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                dl_dir.rmdir()
+            files.delete(s.dead_letter_path)
+            files.remove_empty_dir(dl_dir)
             s.dead_letter_path = ""
+
+
+def _show_progress(args: argparse.Namespace, beam_args: list[str]) -> bool:
+    """The bar reads counters this process keeps, so only runs whose workers are in this
+    process have one; ``--progress on`` elsewhere says why there is none."""
+    wanted = args.progress == "on" or (
+        args.progress == "auto" and sys.stderr.isatty() and not args.json
+    )
+    if wanted and not runners.workers_in_this_process(beam_args):
+        if args.progress == "on":
+            print(
+                "trajgraph: no progress bar: the runner's workers are not in this process "
+                "(the summary has the counts)",
+                file=sys.stderr,
+            )
+        return False
+    return wanted
 
 
 def _counters(result: Any) -> dict[str, int]:
@@ -261,9 +275,8 @@ def file_outcomes(
 
 
 def _json_lines(path: str) -> list[dict[str, Any]]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = files.read_text(path)
+    if text is None:
         return []
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 

@@ -28,9 +28,11 @@ def run(
 ) -> dict[str, Any]:
     """Stream until the duration ends or Ctrl-C; the run's counters and dead-letter path."""
     args, beam_args = build_parser().parse_known_args(argv)
-    config = pipeline.StreamConfig.from_args(args, settings or settings_mod.load())
+    settings = settings or settings_mod.load()
+    config = pipeline.StreamConfig.from_args(args, settings)
     check_graph(config.neo, config.embedder)
-    result = pipeline.run_pipeline(config, beam_args)
+    # --runner PrismRunner: our Prism binary; FlinkRunner: the job server (pipelines/runners).
+    result = pipeline.run_pipeline(config, pipeline.prepare_beam_args(config, beam_args, settings))
     counters: dict[str, Any] = {}
     try:
         for c in result.metrics().query(MetricsFilter().with_namespace(NS))["counters"]:

@@ -7,6 +7,7 @@ way (docs/nightly.md lists the fields).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -19,7 +20,7 @@ from trajgraph import errors
 from trajgraph.errors import TrajgraphError
 from trajgraph.jobs import signals
 from trajgraph.jobs.manifest import now_iso, write_json_atomic
-from trajgraph.pipelines import progress
+from trajgraph.pipelines import files, progress
 
 METRICS_SCHEMA = "trajgraph-ingest-metrics/1"
 
@@ -240,11 +241,16 @@ def error_text(e: BaseException) -> str:
 
 def write_metrics(path: str | Path, s: IngestSummary) -> None:
     """The run's metrics for monitoring, written atomically: the summary's fields plus when,
-    where and how it ended (docs/nightly.md lists them)."""
+    where and how it ended (docs/nightly.md lists them). A local path or any Beam filesystem
+    (``gs://...``: an object appears whole when it is closed)."""
     metrics = {
         "schema": METRICS_SCHEMA,
         **s.to_json(),
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
-    write_json_atomic(path, metrics)
+    if files.is_local(str(path)):
+        write_json_atomic(path, metrics)
+    else:
+        text = json.dumps(metrics, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        files.write_bytes(str(path), text.encode("utf-8"))
