@@ -17,6 +17,9 @@ from trajgraph.queries import sandbox
 from trajgraph.queries.sandbox import SandboxLimits, SandboxResult, run_python
 
 TIGHT = SandboxLimits(cpu_seconds=1.0, wall_seconds=3.0, memory_mb=128)
+# For the CPU-limit tests: a wall clock far away, so that on a busy machine (a child that gets
+# a fraction of a core) the CPU limit is still the one that ends the run.
+CPU_BOUND = SandboxLimits(cpu_seconds=1.0, wall_seconds=60.0, memory_mb=128)
 ACTIONS = [
     "pytest -x",
     "ls -la",
@@ -215,13 +218,14 @@ def test_writing_files_fails(tmp_path: Path) -> None:
 
 
 def test_infinite_loop_hits_the_cpu_limit() -> None:
-    result = run("while True:\n    pass")
+    result = run("while True:\n    pass", CPU_BOUND)
     assert result.error == "time limit exceeded"
-    assert result.seconds < TIGHT.wall_seconds
+    assert result.seconds < CPU_BOUND.wall_seconds
 
 
 def test_regex_backtracking_hits_the_cpu_limit() -> None:
-    assert run("import re\nre.match('(a*)*b', 'a' * 40)").error == "time limit exceeded"
+    code = "import re\nre.match('(a*)*b', 'a' * 40)"
+    assert run(code, CPU_BOUND).error == "time limit exceeded"
 
 
 def test_wall_clock_limit_kills_the_child() -> None:
