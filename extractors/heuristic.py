@@ -86,7 +86,8 @@ _ERROR_CANDIDATE = re.compile(
     r"|[Ee]xecution failed)[^\n]*$",
     re.M,
 )
-_LINE_NUMBERED = re.compile(r"^\s*\d+(?::|\t| {2,}\S)")
+# "12:", "12<TAB>", "  12  x" and Claude Code's "12→" prefix a line of a code listing.
+_LINE_NUMBERED = re.compile(r"^\s*\d+(?::|\t|\u2192| {2,}\S)")
 _CODE_LINE = re.compile(
     r"^\s*(?:except|raise|catch|throw|throws|import|from|def|class|return|if|elif|assert|#|//)\b"
     r"|\b(?:except|raise|isinstance|throw new)\b[ (]"
@@ -170,7 +171,7 @@ _DIFF_FILE = re.compile(r"^\+\+\+ (?:b/)?(\S+)|^diff --git a/\S+ b/(\S+)")
 # completed with exit code 0.]", "[File: x (3 lines total)]") and our truncation marker.
 _BOILERPLATE = re.compile(r"^</?\w+>(?:[^<]*</\w+>)?$|^\[[^\]]*\]$|^\[\.\.\. trajgraph: ")
 _ALNUM = re.compile(r"[A-Za-z0-9]")
-_NUMBER_PREFIX = re.compile(r"^\d+(?::|\t)")
+_NUMBER_PREFIX = re.compile(r"^\d+(?::|\t|\u2192)")
 
 
 class HeuristicExtractor(WindowByWindow):
