@@ -50,6 +50,9 @@ from trajgraph.pipelines.adapters.canonical import (
     new_turn,
     small_json,
 )
+from trajgraph.pipelines.adapters.canonical import (
+    field as object_field,
+)
 
 FORMAT = "claude-code"
 
@@ -285,7 +288,7 @@ def read_session(records: list[dict[str, Any]]) -> Session:
         if kind == "summary" and isinstance(rec.get("summary"), str):
             meta.setdefault("summary", rec["summary"][:500])
         if kind == "progress":
-            data = rec.get("data") if isinstance(rec.get("data"), dict) else {}
+            data = object_field(rec, "data")
             if data.get("type") == "agent_progress" and isinstance(data.get("message"), dict):
                 line = agent(str(data.get("agentId") or rec.get("parentToolUseID") or "agent"))
                 line.parent_tool_use_id = line.parent_tool_use_id or rec.get("parentToolUseID")
@@ -313,7 +316,7 @@ def read_session(records: list[dict[str, Any]]) -> Session:
 
 
 def _message(line: Line, rec: dict[str, Any], timestamp: Any) -> None:
-    message = rec.get("message") if isinstance(rec.get("message"), dict) else {}
+    message = object_field(rec, "message")
     stamp = str(timestamp) if timestamp else None
     line.first_timestamp = line.first_timestamp or stamp
     content = message.get("content")

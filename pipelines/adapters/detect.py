@@ -105,7 +105,9 @@ def is_claude_code_record(obj: Any) -> bool:
         return "snapshot" in obj or "messageId" in obj
     if obj["type"] == "summary":
         return "leafUuid" in obj
-    return "sessionId" in obj and ("uuid" in obj or obj["type"] in ("queue-operation", "last-prompt"))
+    return "sessionId" in obj and (
+        "uuid" in obj or obj["type"] in ("queue-operation", "last-prompt")
+    )
 
 
 def is_claude_code(obj: Any) -> bool:

@@ -36,6 +36,9 @@ from trajgraph.pipelines.adapters.canonical import (
     new_turn,
     small_json,
 )
+from trajgraph.pipelines.adapters.canonical import (
+    field as object_field,
+)
 
 FORMAT = "otel-genai"
 
@@ -176,11 +179,11 @@ def _otlp_spans(export: dict[str, Any]) -> Iterator[Span]:
 
 
 def _sdk_span(s: dict[str, Any]) -> Span:
-    context = s.get("context") if isinstance(s.get("context"), dict) else {}
+    context = object_field(s, "context")
     parent = s.get("parent")
     parent_id = parent.get("span_id") if isinstance(parent, dict) else s.get("parent_id")
     status, message = _status(s.get("status"))
-    attributes = s.get("attributes") if isinstance(s.get("attributes"), dict) else {}
+    attributes = object_field(s, "attributes")
     resource = s.get("resource")
     resource_attrs = resource.get("attributes") if isinstance(resource, dict) else None
     return Span(
@@ -271,7 +274,7 @@ def _task(spans: list[Span]) -> str:
                     return _message_text(m)
         for event in span.events:
             if event.get("name") == "gen_ai.user.message":
-                attrs = event.get("attributes") if isinstance(event.get("attributes"), dict) else {}
+                attrs = object_field(event, "attributes")
                 if isinstance(attrs.get("content"), str):
                     return str(attrs["content"])
     return ""
@@ -315,7 +318,7 @@ def _observation(span: Span) -> str:
     message = span.status_message
     for event in span.events:
         if event.get("name") == "exception":
-            attrs = event.get("attributes") if isinstance(event.get("attributes"), dict) else {}
+            attrs = object_field(event, "attributes")
             kind = kind or as_text(attrs.get("exception.type"))
             message = message or as_text(attrs.get("exception.message"))
     error = "Error: " + ": ".join(p for p in (kind or "ERROR", message) if p)
@@ -324,6 +327,10 @@ def _observation(span: Span) -> str:
 
 def _iso(ns: int | None) -> str | None:
     return epoch_to_iso(ns / 1_000_000_000) if ns is not None else None
+
+
+def _attribute(spans: list[Span], key: str) -> str | None:
+    return next((str(s.attributes[key]) for s in spans if s.attributes.get(key)), None)
 
 
 def trajectory_of(key: str, spans: list[Span], *, source: str) -> dict[str, Any]:
@@ -372,14 +379,8 @@ def trajectory_of(key: str, spans: list[Span], *, source: str) -> dict[str, Any]
     ]
     metadata: dict[str, Any] = {
         "trace_ids": sorted({s.trace_id for s in spans if s.trace_id})[:20],
-        "conversation_id": next(
-            (str(s.attributes[k]) for s in spans for k in ("gen_ai.conversation.id",) if k in s.attributes),
-            None,
-        ),
-        "agent_name": next(
-            (str(s.attributes["gen_ai.agent.name"]) for s in agents if s.attributes.get("gen_ai.agent.name")),
-            None,
-        ),
+        "conversation_id": _attribute(spans, "gen_ai.conversation.id"),
+        "agent_name": _attribute(agents, "gen_ai.agent.name"),
         "model": models[0] if models else None,
         "service": root.resource.get("service.name"),
         "spans": len(spans),

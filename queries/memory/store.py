@@ -96,9 +96,7 @@ class TurnRecord:
         """The error as logged (verbatim lines, joined), and the exit code when not 0."""
         errors = list(dict.fromkeys(e for e in self.errors if e.strip()))
         # An exception with its message says most, then an ``error: …`` line; two at most.
-        errors.sort(
-            key=lambda e: 0 if _MESSAGE.search(e) else 1 if _CLASS.search(e) or _PREFIXED.match(e) else 2
-        )
+        errors.sort(key=_error_rank)
         text = " / ".join(errors[:2])
         if not text:  # no error line was extracted: the observation's last line says it
             text = self.last_line()
@@ -116,6 +114,12 @@ class TurnRecord:
             if line and not _NOTE.search(line):
                 return line
         return ""
+
+
+def _error_rank(line: str) -> int:
+    if _MESSAGE.search(line):
+        return 0
+    return 1 if _CLASS.search(line) or _PREFIXED.match(line) else 2
 
 
 def is_exit_note(line: str) -> bool:
