@@ -91,7 +91,8 @@ def _hex(value: Any, width: int) -> str:
     if isinstance(value, int):
         return f"{value:0{width}x}"
     text = str(value).strip().lower()
-    return text[2:] if text.startswith("0x") else text
+    text = text[2:] if text.startswith("0x") else text
+    return text.zfill(width) if text and all(c in "0123456789abcdef" for c in text) else text
 
 
 def _otlp_value(value: Any) -> Any:
