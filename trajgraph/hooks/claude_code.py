@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import socket
@@ -60,14 +61,15 @@ def main(argv: Sequence[str] | None = None, *, stdin: Any = None, stdout: Any = 
     hook_dir: Path | None = None
     hook: dict[str, Any] = {}
     try:
-        try:
-            args, _ = build_parser().parse_known_args(list(argv or []))
-        except SystemExit as e:  # a bad flag in settings.json must not block the agent
-            raise PassThrough("bad hook command-line flags") from e
         from trajgraph import settings as settings_mod
 
         settings = settings_mod.load()
         hook_dir = settings.hook_dir
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                args, _ = build_parser().parse_known_args(list(argv or []))
+        except SystemExit as e:  # a bad flag in settings.json must not block the agent
+            raise PassThrough("bad hook command-line flags") from e
         hook = read_input(stdin or sys.stdin.buffer)
         request = {
             "tenant": args.tenant or settings.tenant,
