@@ -438,3 +438,24 @@ def test_otel_real_traces(name):
     assert traj["turns"][0]["action"].startswith("get_current_time(")
     assert '"timezone": "America/New_York"' in traj["turns"][0]["observation"]
     validate(copy.deepcopy(traj))
+
+
+def test_claude_code_subagent_own_transcript_is_its_record(tmp_path: Path) -> None:
+    session = tmp_path / f"{SID}.jsonl"
+    session.write_bytes(jsonl(*small_session()))
+    sidechain = [
+        {**r, "isSidechain": True, "agentId": "sub1"}
+        for r in (
+            rec("user", "look around", "x1", None),
+            rec("assistant", [tool_use("s1", "Bash", {"command": "ls"})], "x2", "x1"),
+            rec("user", [result("s1", "app.py")], "x3", "x2"),
+        )
+    ]
+    own = tmp_path / SID / "subagents" / "agent-sub1.jsonl"
+    own.parent.mkdir(parents=True)
+    own.write_bytes(jsonl(*sidechain))
+    main = load(str(session), session.read_bytes())
+    assert [t["id"] for t in main] == [SID]  # the progress copy yields to the own file
+    (sub,) = load(str(own), own.read_bytes())
+    assert sub["id"] == f"{SID}/agent-sub1" and sub["task"] == "look around"
+    assert [(t["action"], t["observation"]) for t in sub["turns"]] == [("ls", "app.py")]

@@ -42,6 +42,7 @@ from trajgraph.pipelines.adapters.claude_code import (
     read_lines,
     read_session,
     render_action,
+    sidechain_file,
     subagent_id,
     trajectories_of,
 )
@@ -136,6 +137,7 @@ class HookEngine:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         state = self._file(tenant, transcript_path)
+        redirect: Path | None = None
         with state.lock:
             self._read_new_lines(state)
             timings["read"] = _ms(t0)
@@ -147,18 +149,33 @@ class HookEngine:
                 line = session.agents.get(agent_id)
                 tid = subagent_id(sid, agent_id)
             if line is None:
-                return Outcome(tid, 0, None, 0, timings)
-            done = next((i for i, c in enumerate(line.calls) if not c.answered), len(line.calls))
-            pending = next(
-                (i for i, c in enumerate(line.calls) if tool_use_id and c.id == tool_use_id),
-                done,
+                own = sidechain_file(transcript_path, sid, agent_id or "")
+                if not agent_id or not own.is_file() or str(own) == transcript_path:
+                    return Outcome(tid, 0, None, 0, timings)
+                redirect = own  # this version keeps the sub-agent's transcript in its own file
+            else:
+                done = next(
+                    (i for i, c in enumerate(line.calls) if not c.answered), len(line.calls)
+                )
+                pending = next(
+                    (i for i, c in enumerate(line.calls) if tool_use_id and c.id == tool_use_id),
+                    done,
+                )
+                answered = pending < len(line.calls) and line.calls[pending].answered
+                t1 = time.perf_counter()
+                upto = min(done, pending) if remind else done
+                new = self._sync(tenant, state, session, tid, upto)
+                timings["sync"] = _ms(t1)
+        if redirect is not None:
+            return self.pre_tool_use(
+                tenant=tenant,
+                transcript_path=str(redirect),
+                tool_name=tool_name,
+                tool_input=tool_input,
+                tool_use_id=tool_use_id,
+                agent_id=agent_id,
+                remind=remind,
             )
-            answered = pending < len(line.calls) and line.calls[pending].answered
-            t1 = time.perf_counter()
-            new = self._sync(
-                tenant, state, session, tid, done if not remind else min(done, pending)
-            )
-            timings["sync"] = _ms(t1)
         if not remind:
             timings["total"] = _ms(t0)
             return Outcome(tid, pending, None, new, timings, answered)
