@@ -16,7 +16,7 @@ What becomes what (docs/formats/otel-genai.md):
 * ``invoke_agent`` and chat (``chat``, ``call_llm``, ``text_completion``, ``generate_content``)
   spans are not turns: the first user message they were given is the task, the assistant
   text a chat answered with (not its tool calls) is context on the next turn (``thought``),
-  and the last one is kept as ``metadata.final_output``;
+  and the last answer (not a list of tool calls) is kept as ``metadata.final_output``;
 * the root span's status is the outcome (``ok`` / ``error``; none when unset).
 """
 
@@ -365,8 +365,9 @@ def trajectory_of(key: str, spans: list[Span], *, source: str) -> dict[str, Any]
             answer = _answer_text(span).strip()
             if answer:
                 context.append(answer)
-            output = span.attributes.get("gen_ai.output")
-            final_output = as_text(output) if output is not None else answer or final_output
+            output = as_text(span.attributes.get("gen_ai.output")).strip()
+            if answer or (output and not output.startswith("[")):  # a list: its tool calls
+                final_output = answer or output
     ids = {s.span_id for s in spans}
     roots = [s for s in spans if not s.parent_id or s.parent_id not in ids]
     agents = [s for s in spans if s.operation == "invoke_agent"]
