@@ -220,40 +220,42 @@ def replay_session(
     target = work / path.name
     target.write_bytes(b"")
     written = 0
-    for call in calls:
-        if call.upto > written:
+
+    def write_upto(n: int) -> None:
+        nonlocal written
+        if n > written:
             with target.open("ab") as f:
-                f.write(b"".join(lines[written : call.upto]))
-            written = call.upto
+                f.write(b"".join(lines[written:n]))
+            written = n
+
+    # Claude Code's order: PreToolUse when the call is in the transcript; PostToolUse after
+    # the tool ran, before its result is written; then the model thinks.
+    events = [(c.upto, 0, c) for c in calls]
+    if post:
+        events += [(c.result_at, 1, c) for c in calls if c.result_at]
+    for at, kind, call in sorted(events, key=lambda e: (e[0], e[1])):
         hook = {
             "session_id": path.stem,
             "transcript_path": str(target),
             "cwd": str(work),
-            "hook_event_name": "PreToolUse",
+            "hook_event_name": "PostToolUse" if kind else "PreToolUse",
             "tool_name": call.tool_name,
             "tool_input": call.tool_input,
             "tool_use_id": call.tool_use_id,
         }
         if call.line:
             hook["agent_id"] = call.line
+        if kind:
+            write_upto(at - 1)
+            post_ms, _ = _hook(hook, env=env, tenant=tenant, budget_ms=budget_ms)
+            out.post_ms.append(post_ms)
+            write_upto(at)
+            time.sleep(think_s)
+            continue
+        write_upto(at)
         ms, stdout = _hook(hook, env=env, tenant=tenant, budget_ms=budget_ms)
         out.latencies_ms.append(ms)
         out.calls += 1
-        if post:
-            # Claude Code runs PostToolUse after the tool, then writes the result; the
-            # model takes a while before its next call.
-            post_ms, _ = _hook(
-                {**hook, "hook_event_name": "PostToolUse"},
-                env=env,
-                tenant=tenant,
-                budget_ms=budget_ms,
-            )
-            out.post_ms.append(post_ms)
-            if call.result_at > written:
-                with target.open("ab") as f:
-                    f.write(b"".join(lines[written : call.result_at]))
-                written = call.result_at
-            time.sleep(think_s)
         if not stdout.strip():
             continue
         reply = json.loads(stdout)

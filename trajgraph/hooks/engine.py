@@ -24,6 +24,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ class SessionFile:
     path: str
     offset: int = 0
     lines: Lines = field(default_factory=Lines)
+    results: set[str] = field(default_factory=set)  # tool_use ids with a result so far
     trajectories: dict[str, Synced] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -198,19 +200,22 @@ class HookEngine:
         PostToolUse hooks ran, so wait (polling) until the result is there, then sync. The
         client does not wait for this; the next PreToolUse finds the turn in the graph."""
         end = time.monotonic() + wait_s
-        while True:
-            outcome = self.pre_tool_use(
-                tenant=tenant,
-                transcript_path=transcript_path,
-                tool_name="",
-                tool_input=None,
-                tool_use_id=tool_use_id,
-                agent_id=agent_id,
-                remind=False,
-            )
-            if outcome.answered or time.monotonic() >= end:
-                return outcome
+        state = self._file(tenant, transcript_path)
+        while tool_use_id and time.monotonic() < end:
+            with state.lock:
+                self._read_new_lines(state)
+                if tool_use_id in state.results:
+                    break
             time.sleep(0.05)
+        return self.pre_tool_use(
+            tenant=tenant,
+            transcript_path=transcript_path,
+            tool_name="",
+            tool_input=None,
+            tool_use_id=tool_use_id,
+            agent_id=agent_id,
+            remind=False,
+        )
 
     def _file(self, tenant: str, path: str) -> SessionFile:
         with self._files_lock:
@@ -229,6 +234,7 @@ class HookEngine:
             raise InputError(f"transcript is over {MAX_TRANSCRIPT_BYTES} bytes", source=state.path)
         if size < state.offset:  # rewritten or truncated: start over
             state.offset, state.lines, state.trajectories = 0, Lines(), {}
+            state.results = set()
         with path.open("rb") as f:
             f.seek(state.offset)
             data = f.read()
@@ -236,6 +242,7 @@ class HookEngine:
         if end < 0:
             return  # nothing complete yet
         more = read_lines(data[: end + 1].split(b"\n"))
+        state.results.update(_result_ids(more.records))
         state.lines.records.extend(more.records)
         state.lines.bad_lines.extend(more.bad_lines)
         state.offset += end + 1
@@ -243,23 +250,23 @@ class HookEngine:
     # -- writing the completed prefix ---------------------------------------------------------
 
     def _sync(self, tenant: str, state: SessionFile, session: Any, tid: str, done: int) -> int:
+        synced = state.trajectories.setdefault(tid, Synced())
+        if done <= synced.turns and synced.content_hash:
+            # Nothing completed since the last write. (Fewer turns than the graph holds: a
+            # call earlier than the last synced one; remind's as-of view hides the rest.)
+            return 0
         trajs = {t["id"]: t for t in trajectories_of(session, state.lines, source=state.path)}
         traj = trajs.get(tid)
         if traj is None or done == 0:
             return 0
         traj["turns"] = traj["turns"][:done]
         traj["tenant"] = tenant
-        synced = state.trajectories.setdefault(tid, Synced())
-        # The contract check of the batch pipeline, on what is new (the rest passed it before).
-        validate({**traj, "turns": traj["turns"][min(synced.turns, done) :]})
         turns = traj["turns"]
-        if synced.turns > done or (
-            synced.turns and synced.last_key != _digest(turns[synced.turns - 1])
-        ):
+        if synced.turns and synced.last_key != _digest(turns[synced.turns - 1]):
             synced = state.trajectories[tid] = Synced()  # the file changed under us
+        # The contract check of the batch pipeline, on what is new (the rest passed it before).
+        validate({**traj, "turns": turns[synced.turns :]})
         new = done - synced.turns
-        if not new and synced.content_hash:
-            return 0  # nothing completed since the last call
         if new:
             start = max(0, synced.turns - 1)
             part = {**traj, "turns": turns[start:done]}
@@ -327,6 +334,19 @@ class HookEngine:
                 return None  # nothing of this session in the graph yet
             result = remind_with(memory, action)
         return result if result.reminder else None
+
+
+def _result_ids(records: list[dict[str, Any]]) -> Iterator[str]:
+    """tool_use ids answered in these records (the main line's and sub-agents')."""
+    for rec in records:
+        message = rec.get("message")
+        data = rec.get("data")
+        if isinstance(data, dict) and isinstance(data.get("message"), dict):
+            message = data["message"].get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "tool_result":
+                yield str(part.get("tool_use_id"))
 
 
 def _ms(since: float) -> float:
