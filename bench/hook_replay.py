@@ -6,6 +6,9 @@ sub-agents) the file holds exactly what it held when Claude Code asked its ``Pre
 hook, and ``trajgraph hook claude-code`` runs as Claude Code runs it: a new process with the
 hook's JSON on stdin. Its answer (silence, or a reminder) and its wall time are recorded.
 One hook server (``trajgraph hook serve``) runs for the whole replay, as it would for a user.
+With ``PostToolUse`` (the default; ``--pre-only`` leaves it out) the events come in Claude
+Code's order: ``PreToolUse`` once the call is in the transcript, ``PostToolUse`` after the tool
+ran and before its result line is written, then ``--think-ms`` of model time.
 
 Each reminder is checked against the **log**: it is *confirmed* when the call it warned
 about then failed, and failed the same way as a turn the reminder cites (an error line in
