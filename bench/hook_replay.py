@@ -48,6 +48,9 @@ _FAILURE_LINE = re.compile(
     r"error|Error|ERROR|No such file|not found|denied|cannot|Traceback|failed|Failed|fatal"
 )
 NEAR = 0.75
+# The console script Claude Code runs (the venv's `trajgraph`), else the module.
+_SCRIPT = Path(sys.executable).with_name("trajgraph")
+TRAJGRAPH = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "trajgraph.cli"]
 
 
 @dataclass
@@ -183,9 +186,7 @@ def _hook(
     t0 = time.perf_counter()
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "trajgraph.cli",
+            *TRAJGRAPH,
             "hook",
             "claude-code",
             "--tenant",
