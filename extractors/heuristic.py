@@ -73,7 +73,7 @@ class _Draft:
 # --- exit codes --------------------------------------------------------------------------------
 _EXIT_CODE = re.compile(
     r"<returncode>\s*(-?\d+)\s*</returncode>"
-    r"|\b(?:exit|return)[ _-]?(?:code|status)\b[\"']?\s*(?:[:=]|is|of)?\s*(-?\d+)\b"
+    r"|\b(?:exit|return)[ _-]?(?:code|status)\b[\"']?[ \t]*(?:[:=]|is|of)?[ \t]*(-?\d+)\b"
     r"|\bexited with (?:code |status )?(-?\d+)\b",
     re.IGNORECASE,
 )
@@ -251,10 +251,12 @@ def _state_drafts(window: Window) -> list[_Draft]:
 
 
 def _exit_code(obs: str) -> str | None:
-    m = _EXIT_CODE.search(obs)
-    if m is None:
-        return None
-    return next(g for g in m.groups() if g is not None)
+    for m in _EXIT_CODE.finditer(obs):
+        start = obs.rfind("\n", 0, m.start()) + 1
+        if _LINE_NUMBERED.match(obs[start : m.end()]):
+            continue  # "return status" in a line of a code listing is source, not a result
+        return next(g for g in m.groups() if g is not None)
+    return None
 
 
 def error_lines(observation: str) -> list[str]:
