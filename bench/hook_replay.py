@@ -78,6 +78,7 @@ class SessionResult:
     latencies_ms: list[float] = field(default_factory=list)
     server_ms: list[float] = field(default_factory=list)  # the server's part (hook log)
     post_ms: list[float] = field(default_factory=list)  # PostToolUse (the client's wait)
+    loads: list[float] = field(default_factory=list)  # 1-minute load average at each call
     reminders: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -259,6 +260,7 @@ def replay_session(
         write_upto(at)
         ms, stdout = _hook(hook, env=env, tenant=tenant, budget_ms=budget_ms)
         out.latencies_ms.append(ms)
+        out.loads.append(os.getloadavg()[0])
         out.calls += 1
         if not stdout.strip():
             continue
@@ -352,6 +354,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 "latencies_ms": None,
                 "server_ms": None,
                 "post_ms": None,
+                "loads": None,
             }
             for r in results
         ],
@@ -369,7 +372,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             "server_p95_ms": _pct([ms for r in results for ms in r.server_ms], 95),
             "post_p95_ms": _pct([ms for r in results for ms in r.post_ms], 95),
             "hooks": "PreToolUse" if args.pre_only else "PreToolUse + PostToolUse",
-            "load_average": os.getloadavg()[0],
+            "load_average_mean": round(statistics.fmean([x for r in results for x in r.loads]), 1),
         },
     }
     if args.json:
