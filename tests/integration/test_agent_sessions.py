@@ -281,6 +281,23 @@ def test_hook_end_to_end_silence_reminder_and_pass_through(
         server.wait(timeout=30)
     assert not (hook_dir / "hook.sock").exists()
 
+    # Without a server, the first call starts one in the background and passes through.
+    r = pre(18)
+    assert (r.returncode, r.stdout) == (0, b"")
+    deadline = time.monotonic() + 90
+    while not alive(hook_dir / "hook.sock"):
+        assert time.monotonic() < deadline, "the hook did not start its server"
+        time.sleep(0.2)
+    stop = subprocess.run(
+        [sys.executable, "-m", "trajgraph.cli", "hook", "stop"],
+        env=hook_env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert stop.returncode == 0 and b"hook server stopped" in stop.stdout
+    assert not (hook_dir / "hook.sock").exists()
+
 
 def test_stream_follows_a_growing_session_file(
     corpus: Path, driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path
