@@ -14,7 +14,7 @@ Each reminder is checked against the **log**: it is *confirmed* when the call it
 about then failed, and failed the same way as a turn the reminder cites (an error line in
 common). Any other reminder is a false positive. *Cases* are the calls the log says a
 reminder exists for: a call that repeats an earlier failed call of the same agent (the same
-or a near-identical action, queries/memory/actions.py) and fails the same way.
+or a near-identical action, extractors/actions.py) and fails the same way.
 
     python -m bench.hook_replay [--sessions DIR] [--budget-ms 1000] [--json OUT] [--markdown]
 """
@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from trajgraph import settings as settings_mod
+from trajgraph.extractors.actions import canonical, is_read_only, similarity
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.hooks.server import alive
 from trajgraph.pipelines.adapters.claude_code import observation_text, render_action
-from trajgraph.queries.memory.actions import canonical, is_read_only, similarity
 
 REPO = Path(__file__).resolve().parent.parent
 SESSIONS = REPO.parent / "shared" / "corpora" / "agent-sessions" / "claude-code"

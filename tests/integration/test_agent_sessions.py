@@ -24,7 +24,7 @@ from trajgraph.graph import governance, ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.hooks.engine import HookEngine
 from trajgraph.hooks.server import alive
-from trajgraph.pipelines import ingest, stream
+from trajgraph.jobs import ingest, stream
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.why.chain import why_chain
 from trajgraph.settings import Settings

@@ -380,7 +380,7 @@ def test_replies_are_checked() -> None:
 
 
 def test_marker_echoes_and_env_settings_in_canonical_commands():
-    from trajgraph.queries.memory.actions import canonical, similarity
+    from trajgraph.extractors.actions import canonical, similarity
 
     first = canonical("uv run python -c 'import x' && cat .crash.log")
     again = canonical("uv run python -c 'import x' 2>&1 && echo \"---\" && cat .crash.log")

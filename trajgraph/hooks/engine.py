@@ -13,7 +13,8 @@ pays only for what is new:
   no longer be produced, the trajectory is rewritten as a whole instead, so the graph is
   always what a batch write of the same turns builds (tests/integration/test_hook.py).
 
-Then ``remind`` judges the pending call against the turns before it. No embeddings are
+Then ``remind`` (through the ``TrajGraph`` client) judges the pending call against the turns
+before it. No embeddings are
 written here: reminders read turns and states, not vectors.
 """
 
@@ -31,10 +32,12 @@ from typing import Any
 
 import neo4j
 
-from trajgraph.errors import ConfigError, InputError
+from trajgraph.client import TrajGraph
+from trajgraph.errors import ConfigError, InputError, NotFoundError
 from trajgraph.extractors import get_extractor
 from trajgraph.extractors.merge import merge
 from trajgraph.graph import cypher
+from trajgraph.graph.embedders import HashEmbedder
 from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
 from trajgraph.graph.writer import STATEMENTS
 from trajgraph.pipelines.adapters.claude_code import (
@@ -49,8 +52,7 @@ from trajgraph.pipelines.adapters.claude_code import (
 )
 from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.memory.findings import Reminder
-from trajgraph.queries.memory.remind import remind_with
-from trajgraph.queries.memory.store import Memory
+from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
 from trajgraph.schemas.extraction import WindowExtraction
 from trajgraph.schemas.trajectory import validate
 
@@ -115,10 +117,14 @@ class HookEngine:
         self._budget = budget_tokens
         self._batch = batch_size
         self._extractor = get_extractor("heuristic")
+        # The read side through the one client (offline rules: no LLM inside a hook; no
+        # question is embedded, the hash embedder only stands in).
+        self._client = TrajGraph(driver, database=database, embedder=HashEmbedder(), llm=None)
         self._files: dict[tuple[str, str], SessionFile] = {}
         self._files_lock = threading.Lock()
 
     def close(self) -> None:
+        self._client.close()
         self._extractor.close()
 
     # -- the call ------------------------------------------------------------------------------
@@ -323,16 +329,12 @@ class HookEngine:
     # -- reminding ---------------------------------------------------------------------------
 
     def _remind(self, tenant: str, tid: str, action: str, before: int) -> Reminder | None:
-        if not action.strip() or before == 0:
-            return None
-        with self._driver.session(
-            database=self._database, default_access_mode=neo4j.READ_ACCESS
-        ) as session:
-            try:
-                memory = Memory(session, tenant=tenant, trajectory=tid, before_turn=before)
-            except ConfigError:
-                return None  # nothing of this session in the graph yet
-            result = remind_with(memory, action)
+        if not action.strip() or before == 0 or len(action) > MAX_ACTION_CHARS:
+            return None  # nothing to compare with (a huge Write is not a command to repeat)
+        try:
+            result = self._client.remind(tid, action, before_turn=before, tenant=tenant)
+        except NotFoundError:
+            return None  # nothing of this session in the graph yet
         return result if result.reminder else None
 
 
