@@ -32,6 +32,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import Literal
 
 NEAR_IDENTICAL = 0.75
@@ -126,6 +127,12 @@ def first_line(action: str, limit: int = 120) -> str:
     return ""
 
 
+# Canonical forms and verdicts are pure functions of the text, asked again and again for the
+# same actions (every rule, every resolution, every hook call over a growing session).
+_CACHE = 4096
+
+
+@lru_cache(maxsize=_CACHE)
 def canonical(action: str) -> Canon:
     text = (action or "").strip()
     if not text:
@@ -176,10 +183,16 @@ def _call_canon(tool: str, args: dict[str, object]) -> Canon:
 
 
 def _tokens(line: str) -> list[str] | None:
+    tokens = _tokens_of(line)
+    return None if tokens is None else list(tokens)
+
+
+@lru_cache(maxsize=_CACHE)
+def _tokens_of(line: str) -> tuple[str, ...] | None:
     lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
     try:
-        return list(lexer)
+        return tuple(lexer)
     except ValueError:  # unbalanced quotes
         return None
 
@@ -290,6 +303,7 @@ def near_identical(a: Canon, b: Canon) -> bool:
 # -- what an action does -------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=_CACHE)
 def is_read_only(action: str, *, checks: bool = True) -> bool:
     """The action only looks at things (reads, listings, searches, status) or, with
     ``checks``, re-checks them (test runs, linters, checksums), so it cannot be why a
