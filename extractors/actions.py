@@ -12,7 +12,9 @@ Canonical form. Two actions are *the same* when their canonical forms are equal:
   shell command;
 * a one-line shell command is tokenized like a shell does (quoting removed), ``2>&1`` and
   similar redirections of stderr are dropped, a leading ``cd DIR &&`` is dropped, trailing
-  output filters (``| tail -20``, ``| head``, ``| grep x``) are dropped, combined short flags
+  output filters (``| tail -20``, ``| head``, ``| grep x``) and marker prints between commands
+  (``&& echo ---``) are dropped, ``VAR=value`` settings before a program count as flags (not
+  positional arguments), combined short flags
   are split (``-rf`` = ``-r -f``), verbosity flags (``-q``, ``-v``, ``--tb=short``) are
   dropped and the remaining flags are sorted; positional arguments keep their order;
 * anything else (edit blocks, heredocs, prose) is compared line by line, trailing spaces
@@ -30,12 +32,14 @@ import re
 import shlex
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import Literal
 
 NEAR_IDENTICAL = 0.75
 _CALL = re.compile(r"^([A-Za-z_][\w.-]*)\((.*)\)$", re.DOTALL)
 _STDERR_REDIRECT = re.compile(r"\s\d?>&\d\b|\s2>\s*/dev/null\b|\s&>\s*/dev/null\b")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+_ENV_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _OPERATORS = frozenset({"&&", "||", ";", "|", "&"})
 # Commands after a pipe that only change how the output is shown.
 _FILTER_WORDS = "head tail less more cat grep egrep fgrep sort uniq wc cut column nl sed awk"
@@ -123,6 +127,12 @@ def first_line(action: str, limit: int = 120) -> str:
     return ""
 
 
+# Canonical forms and verdicts are pure functions of the text, asked again and again for the
+# same actions (every rule, every resolution, every hook call over a growing session).
+_CACHE = 4096
+
+
+@lru_cache(maxsize=_CACHE)
 def canonical(action: str) -> Canon:
     text = (action or "").strip()
     if not text:
@@ -173,10 +183,16 @@ def _call_canon(tool: str, args: dict[str, object]) -> Canon:
 
 
 def _tokens(line: str) -> list[str] | None:
+    tokens = _tokens_of(line)
+    return None if tokens is None else list(tokens)
+
+
+@lru_cache(maxsize=_CACHE)
+def _tokens_of(line: str) -> tuple[str, ...] | None:
     lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
     try:
-        return list(lexer)
+        return tuple(lexer)
     except ValueError:  # unbalanced quotes
         return None
 
@@ -205,6 +221,11 @@ def _shell(line: str) -> Canon | None:
         segments = [("", segments[1][1]), *segments[2:]]
     while len(segments) > 1 and segments[-1][0] == "|" and segments[-1][1][0] in OUTPUT_FILTERS:
         segments.pop()
+    segments = [
+        (op, seg)
+        for n, (op, seg) in enumerate(segments)
+        if not (n and _is_marker(op, seg, segments[n + 1 : n + 2]))
+    ]
     canon: list[str] = []
     positional: list[str] = []
     words: list[str] = []
@@ -214,7 +235,9 @@ def _shell(line: str) -> Canon | None:
         flags: list[str] = []
         args: list[str] = []
         for tok in seg:
-            if tok.startswith("-") and len(tok) > 1 and tok != "--" and not _NUMBER.match(tok):
+            if not args and _ENV_PREFIX.match(tok):
+                flags.append(tok)  # VAR=value before the program: a setting, not an argument
+            elif tok.startswith("-") and len(tok) > 1 and tok != "--" and not _NUMBER.match(tok):
                 flags.extend(_split_flags(tok))
             elif (
                 _NUMBER.match(tok) and flags and "=" not in flags[-1] and seg_prev_is_flag(seg, tok)
@@ -232,6 +255,17 @@ def _shell(line: str) -> Canon | None:
     if not canon:
         return None
     return Canon("shell", " ".join(canon), tuple(canon), tuple(positional), tuple(words))
+
+
+def _is_marker(op: str, seg: list[str], after: list[tuple[str, list[str]]]) -> bool:
+    """``&& echo ---`` / ``; printf done``: a segment that only prints a marker between the
+    commands that matter (no redirect, not piped into the next one)."""
+    return (
+        op in ("&&", ";")
+        and seg[0] in ("echo", "printf")
+        and not any(">" in t for t in seg)
+        and not (after and after[0][0] == "|")
+    )
 
 
 def seg_prev_is_flag(seg: list[str], tok: str) -> bool:
@@ -269,6 +303,7 @@ def near_identical(a: Canon, b: Canon) -> bool:
 # -- what an action does -------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=_CACHE)
 def is_read_only(action: str, *, checks: bool = True) -> bool:
     """The action only looks at things (reads, listings, searches, status) or, with
     ``checks``, re-checks them (test runs, linters, checksums), so it cannot be why a

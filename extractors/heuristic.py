@@ -73,7 +73,7 @@ class _Draft:
 # --- exit codes --------------------------------------------------------------------------------
 _EXIT_CODE = re.compile(
     r"<returncode>\s*(-?\d+)\s*</returncode>"
-    r"|\b(?:exit|return)[ _-]?(?:code|status)\b[\"']?\s*(?:[:=]|is|of)?\s*(-?\d+)\b"
+    r"|\b(?:exit|return)[ _-]?(?:code|status)\b[\"']?[ \t]*(?:[:=]|is|of)?[ \t]*(-?\d+)\b"
     r"|\bexited with (?:code |status )?(-?\d+)\b",
     re.IGNORECASE,
 )
@@ -86,7 +86,8 @@ _ERROR_CANDIDATE = re.compile(
     r"|[Ee]xecution failed)[^\n]*$",
     re.M,
 )
-_LINE_NUMBERED = re.compile(r"^\s*\d+(?::|\t| {2,}\S)")
+# "12:", "12<TAB>", "  12  x" and Claude Code's "12→" prefix a line of a code listing.
+_LINE_NUMBERED = re.compile(r"^\s*\d+(?::|\t|\u2192| {2,}\S)")
 _CODE_LINE = re.compile(
     r"^\s*(?:except|raise|catch|throw|throws|import|from|def|class|return|if|elif|assert|#|//)\b"
     r"|\b(?:except|raise|isinstance|throw new)\b[ (]"
@@ -170,7 +171,7 @@ _DIFF_FILE = re.compile(r"^\+\+\+ (?:b/)?(\S+)|^diff --git a/\S+ b/(\S+)")
 # completed with exit code 0.]", "[File: x (3 lines total)]") and our truncation marker.
 _BOILERPLATE = re.compile(r"^</?\w+>(?:[^<]*</\w+>)?$|^\[[^\]]*\]$|^\[\.\.\. trajgraph: ")
 _ALNUM = re.compile(r"[A-Za-z0-9]")
-_NUMBER_PREFIX = re.compile(r"^\d+(?::|\t)")
+_NUMBER_PREFIX = re.compile(r"^\d+(?::|\t|\u2192)")
 
 
 class HeuristicExtractor(WindowByWindow):
@@ -250,10 +251,12 @@ def _state_drafts(window: Window) -> list[_Draft]:
 
 
 def _exit_code(obs: str) -> str | None:
-    m = _EXIT_CODE.search(obs)
-    if m is None:
-        return None
-    return next(g for g in m.groups() if g is not None)
+    for m in _EXIT_CODE.finditer(obs):
+        start = obs.rfind("\n", 0, m.start()) + 1
+        if _LINE_NUMBERED.match(obs[start : m.end()]):
+            continue  # "return status" in a line of a code listing is source, not a result
+        return next(g for g in m.groups() if g is not None)
+    return None
 
 
 def error_lines(observation: str) -> list[str]:

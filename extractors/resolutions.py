@@ -35,6 +35,7 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from trajgraph.extractors.actions import (
     COMMAND_FAILURE,
@@ -262,9 +263,14 @@ def run_heads(action: str) -> list[str]:
     """What the action runs, one head per command (``python repro.py``, ``pytest tests/x.py``,
     ``python -c`` for inline code): environment assignments, ``cd`` and ``export`` and the
     writing of files (heredocs, redirects) left out. A tool call is its tool."""
+    return list(_run_heads_of(action))
+
+
+@lru_cache(maxsize=4096)
+def _run_heads_of(action: str) -> tuple[str, ...]:
     canon = canonical(action)
     if canon.kind in ("call", "empty"):
-        return [canon.head] if canon.head else []
+        return (canon.head,) if canon.head else ()
     heads = []
     for seg in command_segments(action):
         while seg and _ASSIGNMENT.match(seg[0]):
@@ -282,7 +288,7 @@ def run_heads(action: str) -> list[str]:
         head = canonical(shlex.join([word, *seg[1:]])).head
         if head:
             heads.append(head)
-    return heads
+    return tuple(heads)
 
 
 def _base_word(word: str) -> str:
@@ -408,6 +414,12 @@ def command_segments(action: str) -> list[list[str]]:
 
 
 def _shell_segments(line: str) -> list[list[str]]:
+    return [list(seg) for seg in _segments_of(line)]
+
+
+@lru_cache(maxsize=4096)
+def _segments_of(line: str) -> tuple[tuple[str, ...], ...]:
+    """The segments of a command line (pure, and asked again for the same actions)."""
     lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
     try:
@@ -420,12 +432,17 @@ def _shell_segments(line: str) -> list[list[str]]:
             out.append([])
         else:
             out[-1].append(tok)
-    return [seg for seg in out if seg]
+    return tuple(tuple(seg) for seg in out if seg)
 
 
 def _unquoted_lines(text: str) -> list[str]:
     """``text`` split at newlines that are not inside quotes (``python -c "…"`` keeps its
     code), with the newlines inside quotes kept as they are."""
+    return list(_unquoted_lines_of(text))
+
+
+@lru_cache(maxsize=4096)
+def _unquoted_lines_of(text: str) -> tuple[str, ...]:
     lines: list[str] = []
     quote = ""
     start = 0
@@ -439,7 +456,7 @@ def _unquoted_lines(text: str) -> list[str]:
             lines.append(text[start:i])
             start = i + 1
     lines.append(text[start:])
-    return lines
+    return tuple(lines)
 
 
 def _role(path: str, failing_script: str, created: dict[str, int]) -> str:

@@ -32,6 +32,7 @@ from trajgraph.pipelines import files, progress, runners
 from trajgraph.pipelines.preflight import check_graph, dead_letter_root, embedder_for, utc_stamp
 from trajgraph.pipelines.streaming import (
     READ_FAILURES,
+    SESSION_TRAJECTORIES,
     STDIN,
     AppendDeadLetterFn,
     AssembleTrajectoryFn,
@@ -54,7 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Stream turn events (JSONL lines appended to files in a directory, or "
         "stdin as -) into the graph as they arrive.",
     )
-    p.add_argument("source", help="a directory of growing *.jsonl files, or - for stdin")
+    p.add_argument(
+        "source",
+        help="a growing file, a directory of growing *.jsonl files (searched recursively; "
+        "Claude Code sessions and OTLP exports are recognized), or - for stdin",
+    )
     p.add_argument("--tenant", default=None)
     p.add_argument("--extractor", choices=EXTRACTORS, default="auto")
     p.add_argument("--embedder", choices=(*settings_mod.EMBEDDERS, "none"), default=None)
@@ -81,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 class StreamConfig:
     """The stream's flags resolved against the settings and checked."""
 
-    source: str  # a directory, or "-" for stdin
+    source: str  # a file, a directory, or "-" for stdin
     poll_s: float
     duration_s: float | None
     tenant: str
@@ -95,9 +100,10 @@ class StreamConfig:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, settings: settings_mod.Settings) -> StreamConfig:
-        if args.source != STDIN and not Path(args.source).is_dir():
+        if args.source != STDIN and not Path(args.source).exists():
             raise InputError(
-                "not a directory (give a folder of .jsonl files, or - for stdin)",
+                "not a directory or a file (give a folder of .jsonl files, a growing file, "
+                "or - for stdin)",
                 source=args.source,
             )
         if args.poll <= 0:
@@ -130,7 +136,9 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
         ticks
         | "Key the reader" >> beam.Map(lambda _: ("source", None))
         | "Read new lines"
-        >> beam.ParDo(TailSourceFn(config.source)).with_outputs(READ_FAILURES, main="lines")
+        >> beam.ParDo(TailSourceFn(config.source, config.tenant)).with_outputs(
+            READ_FAILURES, SESSION_TRAJECTORIES, main="lines"
+        )
     )
     lines = read.lines
     events, bad_events = (
@@ -163,9 +171,37 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
         ).with_outputs(FAILURES, main="rows")
     )
     _ = built.rows | "Write graph" >> WriteNewestVersions(config.neo, config.batch_size, embedder)
+    # Session files (Claude Code, OTLP exports) come out of the reader already adapted. They
+    # take their own branch to the same transforms: a second stateful step flattened into the
+    # event branch held its watermark back (turns took 15-30 s to appear).
+    session_valid, bad_session_valid = (
+        read[SESSION_TRAJECTORIES]
+        | "Validate session trajectories" >> beam.ParDo(ValidateFn()).with_exception_handling()
+    )
+    built_sessions = (
+        session_valid
+        | "One session trajectory per batch" >> beam.Map(lambda item: [item])
+        | "Extract and merge session windows"
+        >> beam.ParDo(
+            ExtractTrajectoryFn(
+                config.extractor,
+                config.budget_tokens,
+                config.llm,
+                True,
+                1,
+                embedder_name(embedder) if embedder else "",
+            )
+        ).with_outputs(FAILURES, main="rows")
+    )
+    _ = built_sessions.rows | "Write session graph" >> WriteNewestVersions(
+        config.neo, config.batch_size, embedder
+    )
     _ = (
         (
             read[READ_FAILURES],
+            bad_session_valid
+            | "Describe session validation failures" >> beam.Map(describe_failure, "validate"),
+            built_sessions[FAILURES],
             bad_events | "Describe bad events" >> beam.Map(describe_failure, "parse"),
             bad_valid | "Describe validation failures" >> beam.Map(describe_failure, "validate"),
             built[FAILURES],

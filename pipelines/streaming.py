@@ -26,6 +26,7 @@ already written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -45,7 +46,8 @@ from trajgraph.errors import InputError
 from trajgraph.graph.rows import GraphRows
 from trajgraph.pipelines import dead_letter, files, progress
 from trajgraph.pipelines.adapters import normalize
-from trajgraph.pipelines.adapters.base import Located, RawRecord
+from trajgraph.pipelines.adapters.base import LineFile, Located, RawRecord
+from trajgraph.pipelines.adapters.detect import sniff_line_file
 from trajgraph.pipelines.transforms import NS, EmbedRowsFn
 from trajgraph.settings import EmbedderSettings, Neo4jSettings
 
@@ -68,31 +70,55 @@ class Line:
 # Beam injects state through parameter defaults; module-level so the default is one object.
 _OFFSETS = ReadModifyWriteStateSpec("offsets", PickleCoder())
 _OFFSETS_PARAM = beam.DoFn.StateParam(_OFFSETS)
+_SESSIONS = ReadModifyWriteStateSpec("sessions", PickleCoder())
+_SESSIONS_PARAM = beam.DoFn.StateParam(_SESSIONS)
 _RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
 _RECORD_PARAM = beam.DoFn.StateParam(_RECORD)
 _WRITTEN = ReadModifyWriteStateSpec("written", VarIntCoder())
 _WRITTEN_PARAM = beam.DoFn.StateParam(_WRITTEN)
 
 
-class TailSourceFn(beam.DoFn):
-    """On every tick, the lines appended since the last one: to any ``*.jsonl`` file in a
-    directory (new files included), or on stdin. One key, so one reader holds the offsets."""
+SESSION_TRAJECTORIES = "session_trajectories"
+EVENTS = "events"
 
-    def __init__(self, source: str) -> None:
+
+def source_files(source: str) -> list[Path]:
+    """The files a stream follows: one file, or every ``*.jsonl`` under a directory (Claude
+    Code keeps sessions one folder down, ``~/.claude/projects/<project>/``)."""
+    root = Path(source)
+    if root.is_file():
+        return [root]
+    return sorted(root.rglob("*.jsonl"))
+
+
+class TailSourceFn(beam.DoFn):
+    """On every tick, the lines appended since the last one: to a file, to any ``*.jsonl``
+    file under a directory (new files included), or on stdin. One key, so one reader holds
+    the offsets. Other files' lines are turn events, but a file whose first lines are a
+    Claude Code transcript or an OTLP export is a session file: its lines so far are kept
+    and adapted as a whole, like a batch ingest of the file, whenever they grow, and each
+    trajectory that changed (the session, each sub-agent) goes out on
+    ``SESSION_TRAJECTORIES``. A call still waiting for its result is a turn with an empty
+    observation until the result arrives."""
+
+    def __init__(self, source: str, tenant: str = "default") -> None:
         self._source = source
+        self._tenant = tenant
 
     def setup(self) -> None:
         if self._source == STDIN:
             _start_stdin_reader()
 
-    def process(self, _tick: Any, offsets: Any = _OFFSETS_PARAM) -> Iterator[Any]:
+    def process(
+        self, _tick: Any, offsets: Any = _OFFSETS_PARAM, sessions: Any = _SESSIONS_PARAM
+    ) -> Iterator[Any]:
         if self._source == STDIN:
             yield from _drain_stdin()
             return
-        state: dict[str, tuple[int, int]] = offsets.read() or {}
-        for path in sorted(Path(self._source).glob("*.jsonl")):
+        state: dict[str, tuple[int, int, str]] = offsets.read() or {}
+        for path in source_files(self._source):
             name = str(path)
-            pos, lineno = state.get(name, (0, 0))
+            pos, lineno, kind = state.get(name, (0, 0, ""))
             try:
                 with path.open("rb") as f:
                     f.seek(pos)
@@ -106,12 +132,48 @@ class TailSourceFn(beam.DoFn):
             end = data.rfind(b"\n")
             if end < 0:
                 continue  # only a partial line so far: wait for its newline
-            for raw in data[: end + 1].splitlines():
-                lineno += 1
-                if raw.strip():
-                    yield Line(name, f"line {lineno}", raw)
-            state[name] = (pos + end + 1, lineno)
+            kind = kind or sniff_line_file(data[: end + 1]) or EVENTS
+            if kind != EVENTS:
+                lineno += data.count(b"\n", 0, end + 1)
+                held = sessions.read() or {}
+                yield from _session_trajectories(held, name, kind, data[: end + 1], self._tenant)
+                sessions.write(held)
+            else:
+                for raw in data[: end + 1].splitlines():
+                    lineno += 1
+                    if raw.strip():
+                        yield Line(name, f"line {lineno}", raw)
+            state[name] = (pos + end + 1, lineno, kind)
         offsets.write(state)
+
+
+def _session_trajectories(
+    held: dict[str, Any], source: str, fmt: str, data: bytes, tenant: str
+) -> Iterator[Any]:
+    """Add a session file's new lines to what is held for it and yield the trajectories
+    that changed, each with its next version (dead-letter rows for a file that cannot be
+    adapted)."""
+    rec = held.setdefault(source, {"data": b"", "hashes": {}, "versions": {}})
+    rec["data"] += data
+    try:
+        trajectories = normalize(RawRecord(source, "file", fmt, LineFile(rec["data"])))
+    except InputError as e:
+        yield beam.pvalue.TaggedOutput(
+            READ_FAILURES, dead_letter.row("normalize", source, "file", e.reason)
+        )
+        return
+    for traj in trajectories:
+        traj.setdefault("tenant", tenant)
+        digest = hashlib.blake2b(
+            json.dumps(traj, sort_keys=True, default=str).encode(), digest_size=16
+        ).hexdigest()
+        if rec["hashes"].get(traj["id"]) == digest:
+            continue  # unchanged sub-agents are not re-sent
+        rec["hashes"][traj["id"]] = digest
+        version = rec["versions"].get(traj["id"], 0) + 1
+        rec["versions"][traj["id"]] = version
+        located = Located(source, "file", traj, version=version)
+        yield beam.pvalue.TaggedOutput(SESSION_TRAJECTORIES, located)
 
 
 _STDIN_QUEUE: queue.Queue[bytes] = queue.Queue()

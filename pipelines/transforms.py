@@ -115,6 +115,11 @@ class NormalizeFn(beam.DoFn):
             raise InputError(
                 "record holds no trajectory", source=record.source, locator=record.locator
             )
+        if len(trajectories) > 1:
+            # One record holding several trajectories (a Claude Code session and its
+            # sub-agents, a trace export) counts once per trajectory, so that records still
+            # balance ingested + dead-lettered.
+            _count("records", len(trajectories) - 1)
         for traj in trajectories:
             if not traj.get("tenant"):
                 traj["tenant"] = self._tenant

@@ -29,6 +29,8 @@ commands:
   remind ID "ACTION"     a reminder grounded in the graph before an action, or silence
   lessons "ERROR"        other runs that hit the same failure and what got past it
                          (or --trajectory ID --turn N for an error in the graph)
+  hook claude-code       Claude Code's PreToolUse/PostToolUse hook: reminder or silence
+                         (stdin JSON; `hook serve` / `hook stop` run the warm hook server)
   mcp                    the MCP server: retrieve, why, find_identifier, run_code, brief,
                          remind, lessons
   serve                  the HTTP API (TRAJGRAPH_API_KEYS=key:tenant,...; OpenAPI at /docs)
@@ -182,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from trajgraph.jobs import stream
 
             return stream.main(argv[1:])
+        if argv and argv[0] == "hook":
+            return _hook(argv[1:])
         if argv and argv[0] == "eval":
             from trajgraph.evaluation import harness as evaluation
 
@@ -203,6 +207,27 @@ def fail(e: BaseException) -> int:
     """Report ``e`` as one line on stderr; its exit code."""
     print(f"trajgraph: error: {one_line(e)}", file=sys.stderr)
     return exit_code(e)
+
+
+def _hook(argv: list[str]) -> int:
+    which = argv[0] if argv else ""
+    if which == "claude-code":
+        from trajgraph.hooks import claude_code
+
+        return claude_code.main(argv[1:])  # never fails: silence, logged, is its error path
+    p = argparse.ArgumentParser(prog="trajgraph hook", description="agent hooks (docs/hooks.md)")
+    p.add_argument("action", choices=("claude-code", "serve", "stop"))
+    p.add_argument("--idle-minutes", type=float, default=30.0, help="serve: stop when idle")
+    args = p.parse_args(argv)
+    settings = settings_mod.load()
+    if args.action == "serve":
+        from trajgraph.hooks import server
+
+        return server.serve(settings, idle_minutes=args.idle_minutes)
+    from trajgraph.hooks.server import stop
+
+    print("hook server stopped" if stop(settings) else "no hook server was running")
+    return 0
 
 
 def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:

@@ -157,6 +157,8 @@ class Settings:
     # Beam's Prism runner binary (TRAJGRAPH_PRISM_LOCATION); None: the build cache
     # (pipelines/prism.py).
     prism_location: Path | None = None
+    # The Claude Code hook's socket, server pid and log (docs/hooks.md).
+    hook_dir: Path = field(default_factory=lambda: _default_home() / "hook")
 
     def with_neo4j(self, **changes: object) -> Settings:
         return replace(self, neo4j=replace(self.neo4j, **changes))  # type: ignore[arg-type]
@@ -228,6 +230,11 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             Path(env["TRAJGRAPH_PRISM_LOCATION"]).expanduser()
             if env.get("TRAJGRAPH_PRISM_LOCATION")
             else None
+        ),
+        hook_dir=(
+            Path(env["TRAJGRAPH_HOOK_DIR"])
+            if env.get("TRAJGRAPH_HOOK_DIR")
+            else _default_home() / "hook"
         ),
     )
 

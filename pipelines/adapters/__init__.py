@@ -17,19 +17,23 @@ from trajgraph.errors import ConfigError, InputError
 from trajgraph.pipelines.adapters import (
     ama_bench,
     canonical,
+    claude_code,
     mini_swe_agent,
     openhands,
+    otel_genai,
     spider_agent,
     swe_agent,
     tau_bench,
 )
-from trajgraph.pipelines.adapters.base import RawRecord
+from trajgraph.pipelines.adapters.base import LineFile, RawRecord
 from trajgraph.pipelines.adapters.detect import (
+    LINE_FILE_FORMATS,
     SHAPES,
     describe,
     is_swe_agent,
     matches,
     sniff,
+    sniff_line_file,
     tried,
 )
 
@@ -37,6 +41,7 @@ __all__ = [
     "ADAPTERS",
     "DEFAULT_MAX_RECORD_BYTES",
     "FORMATS",
+    "LineFile",
     "OversizeRecord",
     "RawRecord",
     "normalize",
@@ -50,6 +55,8 @@ FORMATS: tuple[str, ...] = (
     "spider-agent",
     "tau-bench",
     "ama-bench",
+    "claude-code",
+    "otel-genai",
     "canonical",
     "parquet",
 )
@@ -65,6 +72,8 @@ ADAPTERS: dict[str, Adapter] = {
     "spider-agent": spider_agent.to_trajectories,
     "tau-bench": tau_bench.to_trajectories,
     "ama-bench": ama_bench.to_trajectories,
+    "claude-code": claude_code.to_trajectories,
+    "otel-genai": otel_genai.to_trajectories,
     "canonical": canonical.to_trajectories,
     "parquet": canonical.from_parquet_row,
 }
@@ -131,6 +140,18 @@ def _decode(data: bytes, source: str, locator: str = "") -> str:
 def _jsonl_records(
     source: str, data: bytes, fmt: str | None, max_record_bytes: int
 ) -> Iterator[RawRecord]:
+    whole = fmt if fmt in LINE_FILE_FORMATS else sniff_line_file(data) if fmt is None else None
+    if whole is not None:
+        # A transcript or trace export: one trajectory spans the lines, so the file is one
+        # record and its adapter reads the lines (and forgives a torn last one).
+        if len(data) > max_record_bytes:
+            raise InputError(
+                f"{whole} file is {len(data)} bytes, over the {max_record_bytes}-byte record "
+                "limit (--max-record-bytes)",
+                source=source,
+            )
+        yield RawRecord(source=source, locator="file", format=whole, payload=LineFile(data))
+        return
     pos, lineno = 0, 0
     while pos <= len(data):
         end = data.find(b"\n", pos)
@@ -264,7 +285,9 @@ def normalize(
 
     obj = _parse_payload(record, max_record_bytes, fail)
     fmt = record.format
-    if not isinstance(obj, (dict, list)):
+    if isinstance(obj, LineFile) and fmt is None:
+        fmt = sniff_line_file(obj.data)
+    if not isinstance(obj, (dict, list, LineFile)):
         raise fail(f"expected a JSON object (one trajectory), got {describe(obj)}")
     if fmt is None:
         fmt = sniff(obj)
@@ -289,6 +312,8 @@ def _parse_payload(
     record: RawRecord, max_record_bytes: int, fail: Callable[[str], InputError]
 ) -> Any:
     payload = record.payload
+    if isinstance(payload, LineFile):
+        return payload
     if isinstance(payload, OversizeRecord):
         raise fail(f"record is {payload.size} bytes, over the {payload.limit}-byte limit")
     if not isinstance(payload, (bytes, bytearray, memoryview)):

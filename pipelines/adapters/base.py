@@ -30,3 +30,15 @@ class Located:
     trajectory: dict[str, Any]
     # The stream's version of this trajectory (higher is newer; 0: a batch read, one version).
     version: int = 0
+
+
+@dataclass(frozen=True)
+class LineFile:
+    """A whole JSONL file as one record: formats whose one trajectory spans many lines (a
+    Claude Code transcript, an OTLP file export). The adapter parses the lines itself, so a
+    torn last line of a file still being written is its call, not a parse failure."""
+
+    data: bytes
+
+    def __repr__(self) -> str:  # never print a whole session in a log line
+        return f"LineFile({len(self.data)} bytes)"

@@ -20,7 +20,26 @@ SHAPES: dict[str, str] = {
     "openhands": "array of events with 'action'/'observation' (or object with such 'history')",
     "tau-bench": "object (or array of them) with a 'traj' message list",
     "spider-agent": "object (or array of them) with a 'conversation' message list",
+    "claude-code": "JSONL of Claude Code transcript records ('type' user/assistant/..., "
+    "'sessionId', 'uuid')",
+    "otel-genai": "OpenTelemetry spans with gen_ai.* attributes: OTLP/JSON 'resourceSpans', "
+    "or SDK span JSON (a list of spans, or 'spans')",
 }
+
+# Record types of a Claude Code transcript (claude_code.RECORD_TYPES, kept here so that
+# sniffing does not import the adapter).
+_CLAUDE_CODE_TYPES = frozenset(
+    {
+        "user",
+        "assistant",
+        "file-history-snapshot",
+        "queue-operation",
+        "last-prompt",
+        "system",
+        "summary",
+        "progress",
+    }
+)
 
 
 def _is_list_of_dicts(value: Any) -> bool:
@@ -78,6 +97,46 @@ def is_spider_agent(obj: Any) -> bool:
     return isinstance(obj, dict) and _is_list_of_dicts(obj.get("conversation"))
 
 
+def is_claude_code_record(obj: Any) -> bool:
+    """One line of a Claude Code transcript."""
+    if not isinstance(obj, dict) or obj.get("type") not in _CLAUDE_CODE_TYPES:
+        return False
+    if obj["type"] == "file-history-snapshot":
+        return "snapshot" in obj or "messageId" in obj
+    if obj["type"] == "summary":
+        return "leafUuid" in obj
+    return "sessionId" in obj and (
+        "uuid" in obj or obj["type"] in ("queue-operation", "last-prompt")
+    )
+
+
+def is_claude_code(obj: Any) -> bool:
+    """A JSON array of transcript records (JSONL files are sniffed line by line)."""
+    if isinstance(obj, list):
+        return bool(obj) and all(is_claude_code_record(r) for r in obj[:5])
+    return is_claude_code_record(obj)
+
+
+def _is_span(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("name"), str)
+        and isinstance(value.get("context"), dict)
+        and ("span_id" in value["context"] or "trace_id" in value["context"])
+    )
+
+
+def is_otel_genai(obj: Any) -> bool:
+    """An OTLP/JSON export, an SDK span list (or ``{"spans": [...]}``), or one SDK span."""
+    if isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list):
+        return True
+    if isinstance(obj, dict) and isinstance(obj.get("spans"), list):
+        return bool(obj["spans"]) and all(_is_span(s) for s in obj["spans"][:5])
+    if isinstance(obj, list):
+        return bool(obj) and all(_is_span(s) for s in obj[:5])
+    return _is_span(obj)
+
+
 PREDICATES: dict[str, Callable[[Any], bool]] = {
     "canonical": is_canonical,
     "ama-bench": is_ama_bench,
@@ -86,7 +145,40 @@ PREDICATES: dict[str, Callable[[Any], bool]] = {
     "openhands": is_openhands,
     "tau-bench": is_tau_bench,
     "spider-agent": is_spider_agent,
+    "claude-code": is_claude_code,
+    "otel-genai": is_otel_genai,
 }
+
+# Formats whose one trajectory spans the lines of a JSONL file: such a file is one record.
+LINE_FILE_FORMATS = ("claude-code", "otel-genai")
+_SNIFF_LINES = 8
+
+
+def sniff_line_file(data: bytes) -> str | None:
+    """The format of a JSONL file whose lines together make trajectories (a Claude Code
+    transcript, an OTLP file export), judged by its first parseable lines; None for files
+    of one trajectory (or event) per line."""
+    import json
+
+    pos, seen = 0, 0
+    while pos < len(data) and seen < _SNIFF_LINES:
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        line = data[pos:end].strip()
+        pos = end + 1
+        if not line:
+            continue
+        seen += 1
+        try:
+            obj = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            continue  # a torn or bad line: the next one decides
+        if is_claude_code_record(obj):
+            return "claude-code"
+        if isinstance(obj, dict) and (isinstance(obj.get("resourceSpans"), list) or _is_span(obj)):
+            return "otel-genai"
+        return None
+    return None
 
 
 def sniff(obj: Any) -> str | None:

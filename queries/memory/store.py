@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 _MESSAGE = re.compile(r"\w(?:Error|Exception)\b:\s*\S")
 _CLASS = re.compile(r"\w(?:Error|Exception)\b")
+_PREFIXED = re.compile(r"^(?:error|fatal|ERROR|FATAL|Error)\b\S*:\s*\S")
 # Lines that only report the exit code or wrap the output.
 _NOTE = re.compile(
     r"^(?:\[?The command .*exit code|exit code:? ?-?\d+|</?(?:returncode|output)>|"
@@ -94,8 +95,8 @@ class TurnRecord:
     def failure_text(self, limit: int = 240) -> str:
         """The error as logged (verbatim lines, joined), and the exit code when not 0."""
         errors = list(dict.fromkeys(e for e in self.errors if e.strip()))
-        # An exception with its message says most; two lines at most.
-        errors.sort(key=lambda e: 0 if _MESSAGE.search(e) else 1 if _CLASS.search(e) else 2)
+        # An exception with its message says most, then an ``error: …`` line; two at most.
+        errors.sort(key=_error_rank)
         text = " / ".join(errors[:2])
         if not text:  # no error line was extracted: the observation's last line says it
             text = self.last_line()
@@ -113,6 +114,12 @@ class TurnRecord:
             if line and not _NOTE.search(line):
                 return line
         return ""
+
+
+def _error_rank(line: str) -> int:
+    if _MESSAGE.search(line):
+        return 0
+    return 1 if _CLASS.search(line) or _PREFIXED.match(line) else 2
 
 
 def is_exit_note(line: str) -> bool:

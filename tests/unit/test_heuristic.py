@@ -703,3 +703,11 @@ def test_spider_agents_failed_command_is_an_error() -> None:
     assert ("error", "grep -A 5 'ORDER BY' query.sql", "error", "Command execution failed") in (
         states_of(ext)
     )
+
+
+def test_a_code_listing_holds_no_exit_code():
+    from trajgraph.extractors.heuristic import _exit_code
+
+    listing = "  3398→        return status\n  3399→            types: Filter for notices"
+    assert _exit_code(listing) is None  # was 3399: a line number across the line break
+    assert _exit_code("Exit code 127\n/bin/bash: x: No such file or directory") == "127"

@@ -377,3 +377,18 @@ def test_replies_are_checked() -> None:
     for content, why in bad:
         with pytest.raises(LLMReplyError, match=why.replace("[", r"\[").replace("]", r"\]")):
             parse_reply(content, {3})
+
+
+def test_marker_echoes_and_env_settings_in_canonical_commands():
+    from trajgraph.extractors.actions import canonical, similarity
+
+    first = canonical("uv run python -c 'import x' && cat .crash.log")
+    again = canonical("uv run python -c 'import x' 2>&1 && echo \"---\" && cat .crash.log")
+    assert first == again  # a marker print between the commands changes nothing
+    kept = canonical("make && echo done > status.txt")
+    assert "status.txt" in kept.text  # a redirected echo writes a file: not a marker
+    bare = canonical("/venv/bin/python -c 'import x'")
+    with_env = canonical("PYTHONPATH=/src /venv/bin/python -c 'import x'")
+    assert with_env.positional == bare.positional
+    assert 0.75 <= similarity(bare, with_env) < 1.0  # near-identical, not the same
+    assert similarity(canonical("FOO=1 make"), canonical("FOO=2 make")) < 0.75

@@ -1,0 +1,1 @@
+"""Agent hooks: trajgraph inside the agent's own loop (docs/hooks.md)."""

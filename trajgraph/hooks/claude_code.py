@@ -1,0 +1,215 @@
+"""``trajgraph hook claude-code``: the command Claude Code runs for ``PreToolUse`` (and,
+optionally, ``PostToolUse``) with the hook's JSON on stdin (docs/hooks.md).
+
+It never breaks the agent: whatever happens (no server yet, Neo4j down, a bad transcript, a
+timeout, a bug), it exits 0 with no output, and the reason goes to the hook log. Silence is
+also the normal answer; a reminder comes back as ``additionalContext`` (shown to the model,
+the call proceeds), or with ``--decision ask|deny`` as a permission decision.
+
+The work happens in the hook server (server.py), which this command starts when none is
+listening; that first call passes through silently. ``--in-process`` does the work here
+instead (slow: seconds of imports; for debugging and tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trajgraph.hooks.protocol import (
+    DECISIONS,
+    LOG_NAME,
+    MAX_MESSAGE_BYTES,
+    SOCKET_NAME,
+    STARTING_NAME,
+)
+
+MAX_INPUT_BYTES = 4 * 1024 * 1024
+DEFAULT_BUDGET_MS = 1000
+STARTING_GRACE_S = 60.0
+EVENTS = ("PreToolUse", "PostToolUse")
+
+
+class PassThrough(Exception):
+    """Why this call answers with silence (logged, never shown)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="trajgraph hook claude-code", add_help=False)
+    p.add_argument("--decision", choices=DECISIONS, default="context")
+    p.add_argument("--tenant", default=None)
+    p.add_argument("--budget-ms", type=float, default=DEFAULT_BUDGET_MS)
+    p.add_argument("--in-process", action="store_true")
+    p.add_argument("--no-start", action="store_true", help="do not start a server")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, *, stdin: Any = None, stdout: Any = None) -> int:
+    started = time.monotonic()
+    out = stdout or sys.stdout
+    hook_dir: Path | None = None
+    hook: dict[str, Any] = {}
+    try:
+        from trajgraph import settings as settings_mod
+
+        settings = settings_mod.load()
+        hook_dir = settings.hook_dir
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                args, _ = build_parser().parse_known_args(list(argv or []))
+        except SystemExit as e:  # a bad flag in settings.json must not block the agent
+            raise PassThrough("bad hook command-line flags") from e
+        hook = read_input(stdin or sys.stdin.buffer)
+        request = {
+            "tenant": args.tenant or settings.tenant,
+            "decision": args.decision,
+            "input": hook,
+        }
+        deadline = started + args.budget_ms / 1000
+        if args.in_process:
+            reply = _in_process(settings, request, deadline)
+        else:
+            reply = _ask_server(hook_dir, request, deadline, start=not args.no_start)
+        if reply.get("error"):
+            raise PassThrough(f"server: {reply['error']}")
+        output = reply.get("output")
+        if output:
+            out.write(json.dumps(output, ensure_ascii=False) + "\n")
+            out.flush()
+    except PassThrough as e:
+        _log(hook_dir, hook, str(e), started)
+    except Exception as e:  # never a traceback, never a non-zero exit
+        _log(hook_dir, hook, f"{type(e).__name__}: {e}", started)
+    return 0
+
+
+def read_input(stream: Any) -> dict[str, Any]:
+    raw = stream.read(MAX_INPUT_BYTES + 1)
+    if len(raw) > MAX_INPUT_BYTES:
+        raise PassThrough(f"hook input over {MAX_INPUT_BYTES} bytes")
+    try:
+        hook = json.loads(raw)
+    except ValueError as e:
+        raise PassThrough(f"hook input is not JSON: {e}") from e
+    if not isinstance(hook, dict):
+        raise PassThrough("hook input is not a JSON object")
+    event = hook.get("hook_event_name") or "PreToolUse"
+    if event not in EVENTS:
+        raise PassThrough(f"event {event!r} is not handled")
+    if not isinstance(hook.get("transcript_path"), str) or not hook["transcript_path"]:
+        raise PassThrough("hook input has no transcript_path")
+    if not isinstance(hook.get("tool_name"), str):
+        raise PassThrough("hook input has no tool_name")
+    return hook
+
+
+def _ask_server(
+    hook_dir: Path, request: dict[str, Any], deadline: float, *, start: bool
+) -> dict[str, Any]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            sock.connect(str(hook_dir / SOCKET_NAME))
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            if start:
+                _start_server(hook_dir)
+                raise PassThrough("no hook server was listening: starting one") from e
+            raise PassThrough("no hook server is listening") from e
+        sock.sendall(json.dumps(request, ensure_ascii=False).encode() + b"\n")
+        if request["input"].get("hook_event_name") == "PostToolUse":
+            return {}  # nothing to answer: the server brings the turn in after we left
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError as e:
+                raise PassThrough("timed out waiting for the hook server") from e
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if chunk.endswith(b"\n") or size > MAX_MESSAGE_BYTES:
+                break
+    finally:
+        sock.close()
+    reply = json.loads(b"".join(chunks) or b"{}")
+    return reply if isinstance(reply, dict) else {}
+
+
+def _start_server(hook_dir: Path) -> None:
+    """Start ``trajgraph hook serve`` detached, unless another call just did."""
+    hook_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    marker = hook_dir / STARTING_NAME
+    with contextlib.suppress(FileNotFoundError):
+        if time.time() - marker.stat().st_mtime < STARTING_GRACE_S:
+            return
+        marker.unlink()
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+    with open(hook_dir / LOG_NAME, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "trajgraph.cli", "hook", "serve"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def _in_process(settings: Any, request: dict[str, Any], deadline: float) -> dict[str, Any]:
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.hooks.engine import HookEngine
+    from trajgraph.hooks.server import handle
+
+    reply: dict[str, Any] = {"error": "timed out"}
+
+    def work() -> None:
+        driver = open_driver(settings.neo4j)
+        engine = HookEngine(
+            driver, database=settings.neo4j.database, budget_tokens=settings.token_budget
+        )
+        try:
+            reply.update(handle(engine, request))
+        finally:
+            engine.close()
+            driver.close()
+
+    # Importing and connecting take seconds here, so the budget is only a guard against a hang.
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(max(deadline - time.monotonic(), 0.0) + 30.0)
+    return reply
+
+
+def _log(hook_dir: Path | None, hook: dict[str, Any], reason: str, started: float) -> None:
+    if hook_dir is None:
+        return
+    with contextlib.suppress(OSError):
+        hook_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        ms = round((time.monotonic() - started) * 1000)
+        line = (
+            f"{stamp} PASS {hook.get('hook_event_name') or '-'} session "
+            f"{hook.get('session_id') or '-'} tool {hook.get('tool_name') or '-'}: "
+            f"{' '.join(reason.split())[:500]} ({ms} ms)\n"
+        )
+        with open(hook_dir / LOG_NAME, "a", encoding="utf-8") as f:
+            f.write(line)

@@ -1,0 +1,355 @@
+"""What one hook call does: bring a session's new turns into the graph, then remind.
+
+``HookEngine`` is long-lived (the hook server keeps one warm, docs/hooks.md), so each call
+pays only for what is new:
+
+* the transcript is read from the byte offset of the last call; complete lines only (a line
+  being written waits for the next call);
+* a turn enters the graph once its tool call has a result (the completed prefix of the
+  main line or of one sub-agent), and its window is extracted once (heuristic extractor,
+  the batch pipeline's windows);
+* merge and rows are the batch pipeline's, over the whole prefix, and only rows that are new
+  or changed since the last write are sent, in one transaction. Should a row the graph holds
+  no longer be produced, the trajectory is rewritten as a whole instead, so the graph is
+  always what a batch write of the same turns builds (tests/integration/test_hook.py).
+
+Then ``remind`` (through the ``TrajGraph`` client) judges the pending call against the turns
+before it. No embeddings are
+written here: reminders read turns and states, not vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import neo4j
+
+from trajgraph.client import TrajGraph
+from trajgraph.errors import ConfigError, InputError, NotFoundError
+from trajgraph.extractors import get_extractor
+from trajgraph.extractors.merge import merge
+from trajgraph.graph import cypher
+from trajgraph.graph.embedders import HashEmbedder
+from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
+from trajgraph.graph.writer import STATEMENTS
+from trajgraph.pipelines.adapters.claude_code import (
+    Line,
+    Lines,
+    read_lines,
+    read_session,
+    render_action,
+    sidechain_file,
+    subagent_id,
+    trajectories_of,
+)
+from trajgraph.pipelines.windows import build_windows
+from trajgraph.queries.memory.findings import Reminder
+from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
+from trajgraph.schemas.extraction import WindowExtraction
+from trajgraph.schemas.trajectory import validate
+
+log = logging.getLogger("trajgraph.hook")
+
+MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
+
+
+@dataclass
+class Synced:
+    """What one trajectory has in the graph, as this engine wrote it."""
+
+    turns: int = 0
+    last_key: str = ""  # digest of the last extracted turn: an edited file resets
+    extractions: list[WindowExtraction] = field(default_factory=list)
+    sent: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # kind -> id -> row
+    content_hash: str = ""
+
+
+@dataclass
+class SessionFile:
+    path: str
+    offset: int = 0
+    lines: Lines = field(default_factory=Lines)
+    results: set[str] = field(default_factory=set)  # tool_use ids with a result so far
+    trajectories: dict[str, Synced] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class Outcome:
+    """The result of one call: the reminder (or None) and where the time went."""
+
+    trajectory: str
+    pending_turn: int
+    reminder: Reminder | None
+    new_turns: int
+    timings_ms: dict[str, float]
+    answered: bool = False  # the call named by tool_use_id has its result in the transcript
+
+
+def _digest(value: Any) -> str:
+    raw = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode()
+    return hashlib.blake2b(raw, digest_size=12).hexdigest()
+
+
+def _identity(kind: str, row: dict[str, Any]) -> str:
+    return str(row.get("uid") or f"{row.get('src')}->{row.get('dst')}")
+
+
+class HookEngine:
+    def __init__(
+        self,
+        driver: neo4j.Driver,
+        *,
+        database: str,
+        budget_tokens: int = 2048,
+        batch_size: int = 1000,
+    ) -> None:
+        self._driver = driver
+        self._database = database
+        self._budget = budget_tokens
+        self._batch = batch_size
+        self._extractor = get_extractor("heuristic")
+        # The read side through the one client (offline rules: no LLM inside a hook; no
+        # question is embedded, the hash embedder only stands in).
+        self._client = TrajGraph(driver, database=database, embedder=HashEmbedder(), llm=None)
+        self._files: dict[tuple[str, str], SessionFile] = {}
+        self._files_lock = threading.Lock()
+
+    def close(self) -> None:
+        self._client.close()
+        self._extractor.close()
+
+    # -- the call ------------------------------------------------------------------------------
+
+    def pre_tool_use(
+        self,
+        *,
+        tenant: str,
+        transcript_path: str,
+        tool_name: str,
+        tool_input: Any,
+        tool_use_id: str | None = None,
+        agent_id: str | None = None,
+        remind: bool = True,
+    ) -> Outcome:
+        """Sync the transcript's completed turns, then ask for a reminder about the pending
+        call (unless ``remind`` is False: PostToolUse only syncs)."""
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        state = self._file(tenant, transcript_path)
+        redirect: Path | None = None
+        with state.lock:
+            self._read_new_lines(state)
+            timings["read"] = _ms(t0)
+            session = read_session(state.lines.records)
+            sid = session.session_id or Path(transcript_path).stem
+            line: Line | None = session.main
+            tid = sid
+            if agent_id:
+                line = session.agents.get(agent_id)
+                tid = subagent_id(sid, agent_id)
+            if line is None:
+                own = sidechain_file(transcript_path, sid, agent_id or "")
+                if not agent_id or not own.is_file() or str(own) == transcript_path:
+                    return Outcome(tid, 0, None, 0, timings)
+                redirect = own  # this version keeps the sub-agent's transcript in its own file
+            else:
+                done = next(
+                    (i for i, c in enumerate(line.calls) if not c.answered), len(line.calls)
+                )
+                pending = next(
+                    (i for i, c in enumerate(line.calls) if tool_use_id and c.id == tool_use_id),
+                    done,
+                )
+                answered = pending < len(line.calls) and line.calls[pending].answered
+                t1 = time.perf_counter()
+                upto = min(done, pending) if remind else done
+                new = self._sync(tenant, state, session, tid, upto)
+                timings["sync"] = _ms(t1)
+        if redirect is not None:
+            return self.pre_tool_use(
+                tenant=tenant,
+                transcript_path=str(redirect),
+                tool_name=tool_name,
+                tool_input=tool_input,
+                tool_use_id=tool_use_id,
+                agent_id=agent_id,
+                remind=remind,
+            )
+        if not remind:
+            timings["total"] = _ms(t0)
+            return Outcome(tid, pending, None, new, timings, answered)
+        t2 = time.perf_counter()
+        reminder = self._remind(tenant, tid, render_action(tool_name, tool_input), pending)
+        timings["remind"] = _ms(t2)
+        timings["total"] = _ms(t0)
+        return Outcome(tid, pending, reminder, new, timings, answered)
+
+    def post_tool_use(
+        self,
+        *,
+        tenant: str,
+        transcript_path: str,
+        tool_use_id: str | None,
+        agent_id: str | None = None,
+        wait_s: float = 10.0,
+    ) -> Outcome:
+        """After a call: Claude Code writes its result to the transcript only after its
+        PostToolUse hooks ran, so wait (polling) until the result is there, then sync. The
+        client does not wait for this; the next PreToolUse finds the turn in the graph."""
+        end = time.monotonic() + wait_s
+        state = self._file(tenant, transcript_path)
+        while tool_use_id and time.monotonic() < end:
+            with state.lock:
+                self._read_new_lines(state)
+                if tool_use_id in state.results:
+                    break
+            time.sleep(0.05)
+        return self.pre_tool_use(
+            tenant=tenant,
+            transcript_path=transcript_path,
+            tool_name="",
+            tool_input=None,
+            tool_use_id=tool_use_id,
+            agent_id=agent_id,
+            remind=False,
+        )
+
+    def _file(self, tenant: str, path: str) -> SessionFile:
+        with self._files_lock:
+            key = (tenant, str(Path(path).expanduser()))
+            if key not in self._files:
+                self._files[key] = SessionFile(key[1])
+            return self._files[key]
+
+    def _read_new_lines(self, state: SessionFile) -> None:
+        path = Path(state.path)
+        try:
+            size = path.stat().st_size
+        except OSError as e:
+            raise InputError(f"cannot read the transcript: {e}", source=state.path) from e
+        if size > MAX_TRANSCRIPT_BYTES:
+            raise InputError(f"transcript is over {MAX_TRANSCRIPT_BYTES} bytes", source=state.path)
+        if size < state.offset:  # rewritten or truncated: start over
+            state.offset, state.lines, state.trajectories = 0, Lines(), {}
+            state.results = set()
+        with path.open("rb") as f:
+            f.seek(state.offset)
+            data = f.read()
+        end = data.rfind(b"\n")
+        if end < 0:
+            return  # nothing complete yet
+        more = read_lines(data[: end + 1].split(b"\n"))
+        state.results.update(_result_ids(more.records))
+        state.lines.records.extend(more.records)
+        state.lines.bad_lines.extend(more.bad_lines)
+        state.offset += end + 1
+
+    # -- writing the completed prefix ---------------------------------------------------------
+
+    def _sync(self, tenant: str, state: SessionFile, session: Any, tid: str, done: int) -> int:
+        synced = state.trajectories.setdefault(tid, Synced())
+        if done <= synced.turns and synced.content_hash:
+            # Nothing completed since the last write. (Fewer turns than the graph holds: a
+            # call earlier than the last synced one; remind's as-of view hides the rest.)
+            return 0
+        trajs = {t["id"]: t for t in trajectories_of(session, state.lines, source=state.path)}
+        traj = trajs.get(tid)
+        if traj is None or done == 0:
+            return 0
+        traj["turns"] = traj["turns"][:done]
+        traj["tenant"] = tenant
+        turns = traj["turns"]
+        if synced.turns and synced.last_key != _digest(turns[synced.turns - 1]):
+            synced = state.trajectories[tid] = Synced()  # the file changed under us
+        # The contract check of the batch pipeline, on what is new (the rest passed it before).
+        validate({**traj, "turns": turns[synced.turns :]})
+        new = done - synced.turns
+        if new:
+            start = max(0, synced.turns - 1)
+            part = {**traj, "turns": turns[start:done]}
+            windows = build_windows(part, budget_tokens=self._budget)[synced.turns - start :]
+            batch = self._extractor.extract_windows(windows, task=str(traj.get("task") or ""))
+            if batch.failures:
+                raise ConfigError(f"extraction failed for turns {[t for t, _ in batch.failures]}")
+            synced.extractions.extend(batch.extractions)
+            synced.turns, synced.last_key = done, _digest(turns[done - 1])
+        merged = merge(turns, synced.extractions)
+        digest = content_hash(traj, merged, extractor=self._extractor.fingerprint)
+        if digest == synced.content_hash:
+            return 0
+        rows = build_rows(traj, merged, extractor=self._extractor.label, content_hash=digest)
+        self._write(rows, synced)
+        return new
+
+    def _write(self, rows: GraphRows, synced: Synced) -> None:
+        current = {k: {_identity(k, r): r for r in rows.rows[k]} for k in ROW_KINDS}
+        rewrite = False
+        if not synced.content_hash:
+            stored = self._driver.execute_query(
+                cypher.EXISTING_HASH,
+                uid=rows.trajectory_uid,
+                database_=self._database,
+                routing_=neo4j.RoutingControl.READ,
+            ).records
+            if stored and stored[0]["content_hash"] == rows.content_hash:
+                synced.sent, synced.content_hash = current, rows.content_hash
+                return
+            rewrite = bool(stored)
+        elif any(not synced.sent.get(k, {}).keys() <= current[k].keys() for k in ROW_KINDS):
+            rewrite = True  # something written before is no longer produced
+        sent = {} if rewrite else synced.sent
+        todo = {
+            k: [r for key, r in current[k].items() if sent.get(k, {}).get(key) != r]
+            for k in ROW_KINDS
+        }
+        uid = rows.trajectory_uid
+        batch = self._batch
+
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            if rewrite:
+                tx.run(cypher.DELETE_TRAJECTORY_CONTENT, uids=[uid]).consume()
+            for kind in ROW_KINDS:
+                chunk_rows = todo[kind]
+                for start in range(0, len(chunk_rows), batch):
+                    tx.run(STATEMENTS[kind], rows=chunk_rows[start : start + batch]).consume()
+
+        with self._driver.session(database=self._database) as session:
+            session.execute_write(work)
+        synced.sent, synced.content_hash = current, rows.content_hash
+
+    # -- reminding ---------------------------------------------------------------------------
+
+    def _remind(self, tenant: str, tid: str, action: str, before: int) -> Reminder | None:
+        if not action.strip() or before == 0 or len(action) > MAX_ACTION_CHARS:
+            return None  # nothing to compare with (a huge Write is not a command to repeat)
+        try:
+            result = self._client.remind(tid, action, before_turn=before, tenant=tenant)
+        except NotFoundError:
+            return None  # nothing of this session in the graph yet
+        return result if result.reminder else None
+
+
+def _result_ids(records: list[dict[str, Any]]) -> Iterator[str]:
+    """tool_use ids answered in these records (the main line's and sub-agents')."""
+    for rec in records:
+        message = rec.get("message")
+        data = rec.get("data")
+        if isinstance(data, dict) and isinstance(data.get("message"), dict):
+            message = data["message"].get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "tool_result":
+                yield str(part.get("tool_use_id"))
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 1)

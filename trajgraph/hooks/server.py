@@ -1,0 +1,197 @@
+"""The hook server: one warm ``HookEngine`` behind a Unix socket in the hook folder.
+
+A hook is a new process per tool call; importing the Neo4j driver, the extractor and the
+tokenizer alone takes longer than a hook may. So ``trajgraph hook claude-code`` is a thin
+client, and this server (started by the first call, ``trajgraph hook serve``) keeps the
+driver, the tokenizer and every session's read offset and extractions in memory. It stops
+after ``--idle-minutes`` without a call.
+
+Protocol: one JSON line per connection each way. Request ``{"tenant", "decision", "input"}``
+(``input`` is the hook's own stdin JSON); reply ``{"output", "timings_ms", "error"}`` where
+``output`` is the JSON for Claude Code, or null for silence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import socket
+import socketserver
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from trajgraph import settings as settings_mod
+from trajgraph.hooks.protocol import (
+    LOG_NAME,
+    MAX_MESSAGE_BYTES,
+    PID_NAME,
+    SOCKET_NAME,
+    STARTING_NAME,
+    hook_output,
+)
+
+log = logging.getLogger("trajgraph.hook")
+
+
+def configure_logging(hook_dir: Path) -> None:
+    handler = logging.handlers.RotatingFileHandler(
+        hook_dir / LOG_NAME, maxBytes=2_000_000, backupCount=2, encoding="utf-8"
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def alive(sock_path: Path, timeout_s: float = 0.5) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout_s)
+    try:
+        s.connect(str(sock_path))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def handle(engine: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """One request → the reply; errors become a reply with ``error`` (and silence)."""
+    started = time.perf_counter()
+    raw = request.get("input")
+    hook: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    event = str(hook.get("hook_event_name") or "PreToolUse")
+    try:
+        if event == "PostToolUse":
+            outcome = engine.post_tool_use(
+                tenant=str(request.get("tenant") or "default"),
+                transcript_path=str(hook["transcript_path"]),
+                tool_use_id=hook.get("tool_use_id"),
+                agent_id=hook.get("agent_id"),
+            )
+        else:
+            outcome = engine.pre_tool_use(
+                tenant=str(request.get("tenant") or "default"),
+                transcript_path=str(hook["transcript_path"]),
+                tool_name=str(hook.get("tool_name") or ""),
+                tool_input=hook.get("tool_input"),
+                tool_use_id=hook.get("tool_use_id"),
+                agent_id=hook.get("agent_id"),
+            )
+    except Exception as e:  # a hook must never break the agent: log, answer with silence
+        log.exception("hook call failed (%s, session %s)", event, hook.get("session_id"))
+        return {"output": None, "error": f"{type(e).__name__}: {e}"[:500], "timings_ms": {}}
+    output = hook_output(event, outcome.reminder, str(request.get("decision") or "context"))
+    timings = {**outcome.timings_ms, "server": round((time.perf_counter() - started) * 1000, 1)}
+    log.info(
+        "%s %s turn %s: %s new turns, %s (%s)",
+        event,
+        outcome.trajectory,
+        outcome.pending_turn,
+        outcome.new_turns,
+        outcome.reminder.rule if outcome.reminder else "silence",
+        " ".join(f"{k}={v}" for k, v in timings.items()),
+    )
+    return {"output": output, "timings_ms": timings, "error": None}
+
+
+def serve(settings: settings_mod.Settings, *, idle_minutes: float = 30.0) -> int:
+    """Run until idle for ``idle_minutes`` (or SIGTERM). Returns 0; 0 too when a server is
+    already listening (a second start is a no-op)."""
+    hook_dir = settings.hook_dir
+    hook_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    configure_logging(hook_dir)
+    sock_path = hook_dir / SOCKET_NAME
+    if alive(sock_path):
+        return 0
+    with contextlib.suppress(FileNotFoundError):
+        sock_path.unlink()
+
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.graph.writer import ensure_schema
+    from trajgraph.hooks.engine import HookEngine
+
+    driver = open_driver(settings.neo4j)
+    ensure_schema(driver, settings.neo4j.database)
+    engine = HookEngine(
+        driver,
+        database=settings.neo4j.database,
+        budget_tokens=settings.token_budget,
+        batch_size=settings.write_batch_size,
+    )
+    last_call = [time.monotonic()]
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            last_call[0] = time.monotonic()
+            raw = self.rfile.readline(MAX_MESSAGE_BYTES)
+            try:
+                request = json.loads(raw)
+                reply = handle(engine, request if isinstance(request, dict) else {})
+            except ValueError as e:
+                reply = {"output": None, "error": f"bad request: {e}", "timings_ms": {}}
+            with contextlib.suppress(OSError):  # the client gave up waiting: fine
+                self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            last_call[0] = time.monotonic()
+
+    class Server(socketserver.ThreadingUnixStreamServer):
+        daemon_threads = True
+
+    server = Server(str(sock_path), Handler)
+    os.chmod(sock_path, 0o600)
+    (hook_dir / PID_NAME).write_text(str(os.getpid()))
+    with contextlib.suppress(FileNotFoundError):
+        (hook_dir / STARTING_NAME).unlink()
+    log.info("hook server %s listening on %s", os.getpid(), sock_path)
+
+    def watchdog() -> None:
+        while time.monotonic() - last_call[0] < idle_minutes * 60:
+            time.sleep(min(5.0, idle_minutes * 60))
+        log.info("hook server idle for %s minutes: stopping", idle_minutes)
+        server.shutdown()
+
+    threading.Thread(target=watchdog, daemon=True, name="trajgraph-hook-idle").start()
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+        with contextlib.suppress(FileNotFoundError):
+            sock_path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            (hook_dir / PID_NAME).unlink()
+        engine.close()
+        driver.close()
+    return 0
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(0)  # leaves serve_forever through its finally: socket and pid removed
+
+
+def stop(settings: settings_mod.Settings, timeout_s: float = 10.0) -> bool:
+    """SIGTERM the server whose pid file is in the hook folder; True when one was running."""
+    pid_file = settings.hook_dir / PID_NAME
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pid_file.unlink(missing_ok=True)
+        return False
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return True
