@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Developer set-up, demo and tests: the one place the README and CI (.ci/run) use.
 #
-#   bash deploy/dev.sh setup         check tools, create .venv, install packages, fetch Neo4j jars
+#   bash deploy/dev.sh setup         check tools, create .venv, install packages, fetch Neo4j jars,
+#                                    derive the static embedder's table (first run only)
 #   bash deploy/dev.sh demo          setup + start Neo4j + `trajgraph demo` (Neo4j keeps running)
 #   bash deploy/dev.sh test          setup + Neo4j + ruff + mypy + pytest (unit and integration)
 #   bash deploy/dev.sh neo4j-start   start the local Neo4j (waits until it accepts logins)
@@ -26,7 +27,7 @@ say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -81,6 +82,10 @@ cmd_setup() {
   fi
   say "installing packages into $VENV"
   install_packages
+  say "deriving the static embedder from the packaged MiniLM (first run only)"
+  # graph/static_embedder.py: the token table is cached under ~/.cache/trajgraph (or
+  # TRAJGRAPH_STATIC_TABLES), keyed by the model files' hash; later runs only load it.
+  "$PY" -m trajgraph.graph.static_embedder
   say "fetching the Neo4j jars (first run only)"
   # trajgraph.graph.local_server's own entry point (the same code `trajgraph neo4j fetch` runs); it also
   # checks the Java version against the Neo4j version.
