@@ -157,17 +157,18 @@ def load_or_derive(
     if not path.exists():
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
+            with _locked(cache_dir / ".derive.lock"):
+                if not path.exists():
+                    say(
+                        f"deriving the static embedder from {folder} (once, about a minute; "
+                        f"cached in {path})"
+                    )
+                    _write_atomic(path, _npy_bytes(derive(folder, dim, say=say)))
         except OSError as e:
-            raise ConfigError(f"cannot create the embedder cache folder {cache_dir}: {e}") from e
-        with _locked(cache_dir / ".derive.lock"):
-            if not path.exists():
-                say(
-                    f"deriving the static embedder from {folder} (once, about a minute; "
-                    f"cached in {path})"
-                )
-                table = derive(folder, dim, say=say)
-                buf = _npy_bytes(table)
-                _write_atomic(path, buf)
+            raise ConfigError(
+                f"cannot write the static embedder's table to {cache_dir}: {e} "
+                "(set TRAJGRAPH_STATIC_TABLES to a writable folder)"
+            ) from e
     try:
         table = np.load(path)
     except (OSError, ValueError) as e:

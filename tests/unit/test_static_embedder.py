@@ -146,3 +146,10 @@ def test_a_broken_table_is_a_clear_error(tmp_path: Path) -> None:
         se.load_or_derive(tmp_path, 16)
     with pytest.raises(ConfigError, match="8 to 384"):
         se.derive(se.model_dir(), 500)
+
+
+def test_an_unwritable_table_folder_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigError, match="TRAJGRAPH_STATIC_TABLES"):
+        se.load_or_derive(blocker / "tables", 16)
