@@ -220,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--embedder",
         choices=(*settings_mod.EMBEDDERS, "none"),
         default=None,
-        help="node embeddings: local (default, MiniLM offline), openai, hash (fast, lexical) "
-        "or none; overrides TRAJGRAPH_EMBEDDER",
+        help="node embeddings: static (default, MiniLM distilled, offline), local (MiniLM, "
+        "offline), openai, hash (fast, lexical) or none; overrides TRAJGRAPH_EMBEDDER",
     )
     p.add_argument(
         "--no-cache",
