@@ -215,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=2000, help="turns of the small run")
     p.add_argument("--factor", type=int, default=10, help="the large run has factor× turns")
     p.add_argument("--episodes-per-file", type=int, default=10)
-    p.add_argument("--embedder", default="none", choices=("none", "hash", "local", "openai"))
+    p.add_argument(
+        "--embedder", default="none", choices=("none", "static", "hash", "local", "openai")
+    )
     p.add_argument(
         "--runners",
         default="direct,prism",

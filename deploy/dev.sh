@@ -3,6 +3,7 @@
 #
 #   bash deploy/dev.sh setup         check tools, create .venv, install packages, fetch Neo4j jars,
 #                                    build Beam's Prism runner once (needs Go; skipped without)
+#                                    derive the static embedder's table (first run only)
 #   bash deploy/dev.sh demo          setup + start Neo4j + `trajgraph demo` (Neo4j keeps running)
 #   bash deploy/dev.sh test          setup + Neo4j + ruff + mypy + pytest (unit and integration)
 #   bash deploy/dev.sh prism         build the Prism binary now (also after a failed attempt)
@@ -28,7 +29,7 @@ say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -83,6 +84,10 @@ cmd_setup() {
   fi
   say "installing packages into $VENV"
   install_packages
+  say "deriving the static embedder from the packaged MiniLM (first run only)"
+  # graph/static_embedder.py: the token table is cached under ~/.cache/trajgraph (or
+  # TRAJGRAPH_STATIC_TABLES), keyed by the model files' hash; later runs only load it.
+  "$PY" -m trajgraph.graph.static_embedder
   say "fetching the Neo4j jars (first run only)"
   # trajgraph.graph.local_server's own entry point (the same code `trajgraph neo4j fetch` runs); it also
   # checks the Java version against the Neo4j version.

@@ -67,8 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--embedder",
         choices=(*settings_mod.EMBEDDERS, "none"),
         default=None,
-        help="node embeddings: local (default, MiniLM offline), openai, hash (fast, lexical) "
-        "or none; overrides TRAJGRAPH_EMBEDDER",
+        help="node embeddings: static (default, MiniLM distilled, offline), local (MiniLM, "
+        "offline), openai, hash (fast, lexical) or none; overrides TRAJGRAPH_EMBEDDER",
     )
     p.add_argument(
         "--no-cache",

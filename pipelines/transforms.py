@@ -318,7 +318,9 @@ class EmbedRowsFn(beam.DoFn):
     """Adds an ``embedding`` to every State and Turn row, in batches, before the write.
 
     A trajectory whose content hash is already in the graph is passed on untouched: the
-    writer skips it, so embedding it again would be wasted work on every re-ingest.
+    writer skips it, so embedding it again would be wasted work on every re-ingest. Texts go
+    through graph/embed_cache.py: a text seen before (in this run, or in any run with the
+    same embedder when the disk cache is on) is not embedded again.
     """
 
     def __init__(self, neo: Neo4jSettings, embedder: EmbedderSettings) -> None:
@@ -329,10 +331,11 @@ class EmbedRowsFn(beam.DoFn):
 
     def setup(self) -> None:
         from trajgraph.graph.connection import open_driver
+        from trajgraph.graph.embed_cache import cached_embedder
         from trajgraph.graph.embedders import get_embedder
 
         self._driver = open_driver(self._neo)
-        self._embedder = get_embedder(self._settings)
+        self._embedder = cached_embedder(get_embedder(self._settings), self._settings)
 
     def process(self, rows: GraphRows) -> Iterator[GraphRows]:
         from trajgraph.graph import cypher
@@ -376,10 +379,18 @@ class EmbedRowsFn(beam.DoFn):
             for row in rows.rows["complete"]:
                 row["content_hash"] = rows.content_hash
             _count("embed_failed")
+            self._report_cache()
             yield rows
             return
         _count("embedded", len(targets))
+        self._report_cache()
         yield rows
+
+    def _report_cache(self) -> None:
+        drain = getattr(self._embedder, "drain_stats", None)  # absent with the cache off
+        for name, value in (drain() if drain else {}).items():
+            if value:
+                _count(name, value)
 
     def _existing(self, targets: list[tuple[dict[str, Any], Any]]) -> dict[str, list[float]]:
         from trajgraph.graph import cypher

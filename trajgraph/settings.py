@@ -128,17 +128,24 @@ class LLMSettings:
         return f"LLMSettings(model={self.model!r}, base_url={self.base_url!r}, api_key={key})"
 
 
-EMBEDDERS = ("local", "openai", "hash")
+EMBEDDERS = ("static", "local", "openai", "hash")
+DEFAULT_EMBEDDER = "static"
 
 
 @dataclass(frozen=True)
 class EmbedderSettings:
     """Which embedder writes node embeddings and embeds questions (see graph/embedders.py)."""
 
-    kind: str = "local"
+    kind: str = DEFAULT_EMBEDDER
     model: str = ""  # openai: the embeddings model
-    dim: int | None = None  # hash: vector size (default 256); openai: requested dimensions
+    # hash: vector size (default 256); static: kept dimensions (default 256);
+    # openai: requested dimensions
+    dim: int | None = None
     batch_size: int = 64
+    # Vectors of texts already embedded (per embedder and text hash); None: no disk cache.
+    cache_path: Path | None = None
+    # Where the static embedder's derived token tables live (one per model file and size).
+    static_dir: Path = field(default_factory=lambda: _default_home() / "static-embedder")
     # openai: server, key, timeout and retries (the model field is unused)
     transport: LLMSettings = field(default_factory=LLMSettings)
 
@@ -350,7 +357,7 @@ def _llm(env: Mapping[str, str]) -> LLMSettings:
 
 
 def _embedder(env: Mapping[str, str], llm: LLMSettings) -> EmbedderSettings:
-    kind = env.get("TRAJGRAPH_EMBEDDER") or "local"
+    kind = env.get("TRAJGRAPH_EMBEDDER") or DEFAULT_EMBEDDER
     if kind not in EMBEDDERS:
         raise ConfigError(f"TRAJGRAPH_EMBEDDER must be one of {', '.join(EMBEDDERS)}, got {kind!r}")
     dim = _int(env, "TRAJGRAPH_EMBED_DIM", 0) or None
@@ -367,7 +374,20 @@ def _embedder(env: Mapping[str, str], llm: LLMSettings) -> EmbedderSettings:
         dim=dim,
         batch_size=_int(env, "TRAJGRAPH_EMBED_BATCH", 64),
         transport=transport,
+        cache_path=_cache_path(env.get("TRAJGRAPH_EMBED_CACHE"), "embed-cache.sqlite3"),
+        static_dir=(
+            Path(env["TRAJGRAPH_STATIC_TABLES"])
+            if env.get("TRAJGRAPH_STATIC_TABLES")
+            else _default_home() / "static-embedder"
+        ),
     )
+
+
+def _cache_path(raw: str | None, default_name: str) -> Path | None:
+    """A cache file from the environment: unset = the default file, off/none = no cache."""
+    if raw in ("off", "none"):
+        return None
+    return Path(raw) if raw else _default_home() / default_name
 
 
 MIN_API_KEY_CHARS = 16

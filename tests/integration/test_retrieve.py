@@ -1,5 +1,6 @@
 """The retrieval engine against the real Neo4j: the shared real logs plus a synthetic
-trajectory whose answers are known, embedded by the default local model."""
+trajectory whose answers are known, embedded by the configured (by default the static)
+embedder."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph import governance
-from trajgraph.graph.embedders import HashEmbedder, LocalEmbedder
+from trajgraph.graph.embedders import HashEmbedder, embedder_name, get_embedder
 from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.retrieval.engine import Retriever
@@ -61,10 +62,16 @@ def corpus(
 
 @pytest.fixture(scope="module")
 def engine(driver: Any, neo4j_settings: Settings) -> Retriever:
-    return Retriever(driver, database=neo4j_settings.neo4j.database, embedder=LocalEmbedder())
+    return Retriever(
+        driver,
+        database=neo4j_settings.neo4j.database,
+        embedder=get_embedder(neo4j_settings.embedder),
+    )
 
 
-def test_states_and_turns_carry_embeddings_of_the_recorded_space(driver: Any, corpus: str) -> None:
+def test_states_and_turns_carry_embeddings_of_the_recorded_space(
+    driver: Any, corpus: str, engine: Retriever, neo4j_settings: Settings
+) -> None:
     rows = driver.execute_query(
         "MATCH (n {tenant: $t}) WHERE n:State OR n:Turn "
         "RETURN count(n) AS n, count(n.embedding) AS embedded, "
@@ -72,11 +79,12 @@ def test_states_and_turns_carry_embeddings_of_the_recorded_space(driver: Any, co
         t=corpus,
     ).records[0]
     assert rows["n"] == rows["embedded"] > 0
-    assert rows["lo"] == rows["hi"] == 384
+    dim = engine.embedder.dim
+    assert rows["lo"] == rows["hi"] == dim
     space = driver.execute_query(
         "MATCH (e:EmbeddingSpace {name: 'nodes'}) RETURN e.model AS m, e.dim AS d"
     ).records[0]
-    assert (space["m"], space["d"]) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
+    assert (space["m"], space["d"]) == (embedder_name(neo4j_settings.embedder), dim)
 
 
 def test_why_a_failure_happened_reaches_the_turn_that_caused_it(
@@ -222,7 +230,10 @@ def test_with_an_llm_the_model_routes_and_writes_the_code(
 ) -> None:
     client = ChatClient(LLMSettings(model="fake", base_url=fake_llm.url, timeout_s=2), Stats())
     engine = Retriever(
-        driver, database=neo4j_settings.neo4j.database, embedder=LocalEmbedder(), llm=client
+        driver,
+        database=neo4j_settings.neo4j.database,
+        embedder=get_embedder(neo4j_settings.embedder),
+        llm=client,
     )
     fake_llm.route_reply = {
         "decision": "NEED_CODE",
@@ -251,7 +262,11 @@ def test_with_an_llm_the_model_routes_and_writes_the_code(
 def test_without_embeddings_the_other_tools_still_answer(
     driver: Any, neo4j_settings: Settings, corpus: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = Retriever(driver, database=neo4j_settings.neo4j.database, embedder=LocalEmbedder())
+    engine = Retriever(
+        driver,
+        database=neo4j_settings.neo4j.database,
+        embedder=get_embedder(neo4j_settings.embedder),
+    )
     monkeypatch.setattr(engine, "_check_space", lambda: None)  # as after --embedder none
     assert not engine.has_vectors
     r = engine.retrieve(

@@ -49,7 +49,11 @@ def test_local_embedder_runs_offline_and_ranks_by_meaning() -> None:
     )
     assert len(q) == 384 and math.isclose(sum(x * x for x in q), 1.0, rel_tol=1e-4)
     assert _cos(q, near) > _cos(q, far)
-    assert e.name == embedder_name(EmbedderSettings()) == "sentence-transformers/all-MiniLM-L6-v2"
+    assert (
+        e.name
+        == embedder_name(EmbedderSettings(kind="local"))
+        == "sentence-transformers/all-MiniLM-L6-v2"
+    )
 
 
 def test_embedder_settings_and_errors() -> None:

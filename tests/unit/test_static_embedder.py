@@ -1,0 +1,155 @@
+"""The static embedder (graph/static_embedder.py) and its tokenizer (graph/wordpiece.py).
+
+The table is derived once per machine (deploy/dev.sh setup does it; otherwise the first test
+that needs it, about half a minute) and then loaded from the cache folder.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trajgraph.errors import ConfigError
+from trajgraph.graph import static_embedder as se
+from trajgraph.graph.embedders import embedder_name, get_embedder
+from trajgraph.graph.wordpiece import WordPiece
+from trajgraph.settings import EmbedderSettings, load
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> WordPiece:
+    return WordPiece.from_file(se.model_dir() / "vocab.txt")
+
+
+@pytest.fixture(scope="module")
+def static() -> se.StaticEmbedder:
+    return se.StaticEmbedder(load().embedder.static_dir)
+
+
+def _pieces(tok: WordPiece, text: str) -> list[str]:
+    return [tok.vocab[i] for i in tok.ids(text)]
+
+
+def test_wordpiece_splits_like_bert_uncased(tokenizer: WordPiece) -> None:
+    assert _pieces(tokenizer, "unaffable") == ["una", "##ffa", "##ble"]
+    assert _pieces(tokenizer, "Hello, World!") == ["hello", ",", "world", "!"]
+    assert _pieces(tokenizer, "naïve Café") == ["naive", "cafe"]  # accents stripped
+    assert _pieces(tokenizer, "snake_case $HOME") == ["snake", "_", "case", "$", "home"]
+    assert _pieces(tokenizer, "日本") == ["日", "本"]  # CJK characters stand alone
+    assert _pieces(tokenizer, "\x1b[0m") == ["[", "0", "##m"]  # terminal escapes dropped
+    assert _pieces(tokenizer, "a" * 101) == ["[UNK]"]  # BERT's word length limit
+    assert tokenizer.ids("") == [] and tokenizer.ids(" \n\t ") == []
+
+
+def test_wordpiece_counts_match_the_model_tokenizer(tokenizer: WordPiece) -> None:
+    """The same pieces as the model's own tokenizer (candding counts them, plus CLS/SEP)."""
+    import candding
+
+    model = candding.TextEmbedding(str(se.model_dir()), max_length=512)
+    texts = [
+        "FAILED tests/test_api.py::test_retry - AssertionError: expected 5 retries, got 3",
+        "{'board': [[0, 0, 2], [4, 0, 0]], 'highest_tile': 4}",
+        "SELECT o.customer_id, SUM(o.total) FROM orders o GROUP BY 1;",
+        "Ünïcödé façade — “quotes” and … ellipsis; 中文字符 and emoji 😀",
+        "\x1b[31mred\x1b[0m a\x0bb\x00c tab\there",
+        "https://example.com/a/b?x=1&y=2#frag ~/.cache/trajgraph",
+        "x" * 150 + " tail",
+    ]
+    want = [n - 2 for n in model.token_count(texts)]
+    assert [len(tokenizer.ids(t)) for t in texts] == want
+
+
+def test_static_embedder_is_deterministic_normalized_and_ranks_by_meaning(
+    static: se.StaticEmbedder,
+) -> None:
+    texts = [
+        "why did the unit test fail",
+        "FAILED tests/test_app.py - AssertionError: expected 3 got 4",
+        "the weather in Paris is sunny",
+        "",
+    ]
+    a = static.embed(texts)
+    b = se.StaticEmbedder(load().embedder.static_dir).embed(texts)
+    assert a == b  # another instance, the same table: the same vectors
+    assert len(a) == 4 and all(len(v) == se.DEFAULT_DIM == static.dim for v in a)
+    for v in a:
+        assert math.isclose(sum(x * x for x in v), 1.0, rel_tol=1e-5)
+    assert a[3][0] == 1.0  # an empty text still gets a valid unit vector
+    q, near, far = (np.array(v) for v in a[:3])
+    assert q @ near > q @ far
+    assert static.embed([]) == []
+
+
+def test_static_is_the_default_and_names_model_recipe_and_size(static: se.StaticEmbedder) -> None:
+    assert EmbedderSettings().kind == "static" == load({}).embedder.kind
+    name = embedder_name(EmbedderSettings())
+    assert name == static.name == get_embedder(load({}).embedder).name
+    assert name.startswith(f"static:all-MiniLM-L6-v2:{se.RECIPE}-{se.DEFAULT_DIM}:")
+    small = load({"TRAJGRAPH_EMBEDDER": "static", "TRAJGRAPH_EMBED_DIM": "128"}).embedder
+    assert embedder_name(small).startswith(f"static:all-MiniLM-L6-v2:{se.RECIPE}-128:")
+
+
+def test_post_process_centres_rotates_and_weights_by_rank() -> None:
+    rng = np.random.default_rng(3)
+    raw = rng.standard_normal((50, 12)) + 5.0  # a large shared component
+    # One direction at vocabulary positions 2 (frequent) and 51 (rare), three times as long.
+    raw[49] = 3.0 * raw[0]
+    keep = list(range(2, 52))
+    table = se.post_process(raw, keep, 52, 6)
+    assert table.shape == (52, 6) and table.dtype == np.float32
+    assert not table[:2].any()  # pieces not kept ([PAD], [unusedN] ...) are zero rows
+    # The same input in another row order gives the same rows (signs fixed, not arbitrary).
+    perm = rng.permutation(50)
+    again = se.post_process(raw[perm], [keep[i] for i in perm], 52, 6)
+    assert np.allclose(again, table, atol=1e-5)
+    assert abs(float(table[2:].mean())) < 0.1  # centred: the shared component is gone
+    # Lengths do not count, frequency does: early (frequent) pieces are weighted down by SIF.
+    sif = _sif(52)
+    assert sif[2] < sif[51]
+    assert np.allclose(table[2] / sif[2], table[51] / sif[51], atol=1e-5)
+    assert np.linalg.norm(table[2]) < np.linalg.norm(table[51])
+
+
+def _sif(n: int) -> np.ndarray:
+    p = 1.0 / np.arange(2, n + 2)
+    p /= p.sum()
+    return np.asarray(se.SIF_COEFFICIENT / (se.SIF_COEFFICIENT + p))
+
+
+def test_a_cached_table_is_loaded_not_derived(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    digest = se.model_hash(se.model_dir(), tmp_path)
+    assert (tmp_path / "model-hashes.json").exists()  # remembered for the next process
+    table = np.random.default_rng(1).standard_normal((30522, 16)).astype(np.float32)
+    np.save(se.table_path(tmp_path, digest, 16), table)
+
+    def no_derivation(*_a: object, **_k: object) -> np.ndarray:
+        raise AssertionError("derived although a table was cached")
+
+    monkeypatch.setattr(se, "derive", no_derivation)
+    loaded, tokenizer, name = se.load_or_derive(tmp_path, 16)
+    assert np.array_equal(loaded, table)
+    assert name == se.static_name(digest, 16) and len(tokenizer.vocab) == 30522
+    # The key holds the model's hash, the recipe and the size: another size is another file.
+    assert se.table_path(tmp_path, digest, 32) != se.table_path(tmp_path, digest, 16)
+    assert digest[:16] in se.table_path(tmp_path, digest, 16).name
+
+
+def test_a_broken_table_is_a_clear_error(tmp_path: Path) -> None:
+    digest = se.model_hash(se.model_dir(), tmp_path)
+    np.save(se.table_path(tmp_path, digest, 16), np.zeros((10, 8), dtype=np.float32))
+    with pytest.raises(ConfigError, match="delete it"):
+        se.load_or_derive(tmp_path, 16)
+    with pytest.raises(ConfigError, match="8 to 384"):
+        se.derive(se.model_dir(), 500)
+
+
+def test_an_unwritable_table_folder_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigError, match="TRAJGRAPH_STATIC_TABLES"):
+        se.load_or_derive(blocker / "tables", 16)
