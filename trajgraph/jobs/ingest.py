@@ -163,6 +163,8 @@ def _run(
 
         dl_dir = pipeline.dead_letter_dir(args.dead_letter, settings)
         prefix = str(dl_dir / "dead-letter")
+        # Known before the run: a run that fails writing it (a full disk) still names it.
+        s.dead_letter_path = prefix + ".jsonl"
         retry_prefix = str(dl_dir / "retry") if manifest is not None else None
         if todo:
             dl_dir.mkdir(parents=True, exist_ok=True)
