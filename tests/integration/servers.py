@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,3 +110,51 @@ def serve_in_thread(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@dataclasses.dataclass
+class ServeProcess:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path  # the server's stdout and stderr (uvicorn's access log, our log lines)
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+@contextmanager
+def serve_process(
+    env: dict[str, str], log: Path, *, timeout_s: float = 90
+) -> Iterator[ServeProcess]:
+    """``trajgraph serve`` as its own process (the production uvicorn set-up: the guarded
+    h11 protocol, the access log) on a free port; stopped at the end."""
+    port = free_port()
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trajgraph.cli", "serve", "--port", str(port)],
+            env=env,
+            cwd=REPO,
+            stdout=err,  # uvicorn's access log
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"trajgraph serve did not start: {log.read_text()}"
+                    ) from None
+                time.sleep(0.2)
+        yield ServeProcess(url, proc, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
