@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError, exit_code, one_line
+from trajgraph.errors import ConfigError, TrajgraphError, exit_code, meaning, one_line
 from trajgraph.redaction import install_log_redaction
 from trajgraph.schemas.ids import escape_unprintable, id_problem
 
@@ -147,11 +147,36 @@ class _DropImportNoise(logging.Filter):
         return "apitools" not in record.getMessage()
 
 
+class _ExpectedErrorsInOneLine(logging.Filter):
+    # Beam logs a failed bundle with its traceback. When the cause is an error of the
+    # contract that is not a bug (Neo4j lost, the LLM down, bad input), the traceback says
+    # nothing the one-line error does not: keep the line, drop the traceback.
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            ours = _contract_error(record.exc_info[1])
+            if ours is not None and meaning(ours).log != "traceback":
+                record.msg = f"{record.getMessage().splitlines()[0]}: {one_line(ours)}"
+                record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
+def _contract_error(e: BaseException) -> BaseException | None:
+    seen: set[int] = set()
+    current: BaseException | None = e
+    while current is not None and id(current) not in seen:
+        if isinstance(current, TrajgraphError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _configure_logging() -> None:
     install_log_redaction()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_DropImportNoise())
+        handler.addFilter(_ExpectedErrorsInOneLine())
     # Optional turn fields (reward, thought, ...) are absent in many logs; Neo4j warns about
     # every query that reads one. That is expected, not something a user can act on.
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)

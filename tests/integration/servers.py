@@ -22,6 +22,7 @@ import uvicorn
 
 from trajgraph.graph import cypher, digest
 from trajgraph.graph import local_server as ls
+from trajgraph.http_guard import uvicorn_config
 from trajgraph.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,9 +97,11 @@ def private_neo4j_server(base: Settings, root: Path) -> Iterator[Private]:
 
 @contextmanager
 def serve_in_thread(app: Any) -> Iterator[str]:
-    """``app`` served by uvicorn on 127.0.0.1 (a free port) in this process; its base URL."""
+    """``app`` served by uvicorn on 127.0.0.1 (a free port) in this process, configured as
+    `trajgraph serve` configures it (trajgraph.http_guard.uvicorn_config); its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn_config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
