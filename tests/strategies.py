@@ -47,9 +47,30 @@ JSON = st.recursive(
 )
 
 
+# The values most likely to break something, drawn often on purpose.
+EDGE_VALUES: st.SearchStrategy[Any] = st.sampled_from(
+    [
+        2**63,
+        10**400,
+        -1,
+        max_turn_idx() + 1,
+        float("nan"),
+        float("inf"),
+        "",
+        "\x1b[2J",
+        "\ud800",
+        "a\u2028b",
+        None,
+        [],
+        {},
+        True,
+    ]
+)
+
+
 def _maybe(value: Any) -> Any:
-    """A strategy that is usually ``value``, sometimes any hostile JSON value."""
-    return st.one_of(st.just(value), st.just(value), st.just(value), JSON)
+    """A strategy that is usually ``value``, often an edge value, sometimes any JSON."""
+    return st.one_of(st.just(value), st.just(value), st.just(value), EDGE_VALUES, JSON)
 
 
 def _msg(role: str, content: Any) -> Any:
