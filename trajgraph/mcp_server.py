@@ -265,7 +265,15 @@ def run(settings: Settings, *, transport: str, host: str, port: int, tenant: str
             return
         import uvicorn
 
-        from trajgraph.http_guard import RequestGuard, uvicorn_config
+        from trajgraph.http_guard import uvicorn_config
 
-        app = RequestGuard(RequireBearer(server.streamable_http_app(), dict(settings.api_keys)))
+        app = http_app(server, settings)
         uvicorn.Server(uvicorn_config(app, host=host, port=port, log_level="warning")).run()
+
+
+def http_app(server: MCPServer, settings: Settings) -> Any:
+    """The streamable-HTTP transport as an ASGI app: the HTTP API's request guard (body limit
+    on received bytes, framing, read timeouts), then the bearer-key check, then MCP."""
+    from trajgraph.http_guard import RequestGuard
+
+    return RequestGuard(RequireBearer(server.streamable_http_app(), dict(settings.api_keys)))
