@@ -384,7 +384,11 @@ def mcp_server(target: Target, driver: neo4j.Driver) -> Iterator[Any]:
         yield build_server(settings_a, tg, stdio_tenant=target.tenant_a)
 
 
-TOOLS = ["retrieve", "why", "find_identifier", "run_code", "brief", "remind"]
+# Every tool the server offers (no connection needed to list them): new tools are fuzzed too.
+TOOLS = sorted(
+    t.name
+    for t in build_server(Settings(), None, stdio_tenant="t")._tool_manager.list_tools()  # type: ignore[arg-type]
+)
 _TOOL_ERROR = re.compile(
     r"^Error executing tool \w+: (\d+ validation errors? for|(not_found|bad_request|busy): )"
 )
