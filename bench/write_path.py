@@ -86,6 +86,19 @@ RAW: dict[str, str] = {
     + "CREATE (a)-[r:ASSOCIATED]->(b) SET r.turns = row.turns",
     "supersedes": _EDGE.format(a="State", b="State")
     + "CREATE (a)-[r:SUPERSEDES]->(b) SET r.turns = row.turns",
+    # A signature is shared by the tenant's error states, like an identifier; there are few,
+    # so the raw side MERGEs the node and CREATEs the links.
+    "signatures": "UNWIND $rows AS row MATCH (s:State {uid: row.state_uid}) "
+    "MERGE (g:Signature {uid: row.uid}) ON CREATE SET g += row.props "
+    "CREATE (s)-[:HAS_SIGNATURE]->(g)",
+    "resolutions": "UNWIND $rows AS row MATCH (g:Signature {uid: row.signature_uid}) "
+    "CREATE (r:Resolution)-[:OF_SIGNATURE]->(g) SET r += row.props, r.uid = row.uid "
+    "WITH r, row CALL (r, row) { UNWIND row.failed_turn_uids AS turn_uid "
+    "MATCH (t:Turn {uid: turn_uid}) CREATE (r)-[:FAILED_AT]->(t) } "
+    "CALL (r, row) { WITH r, row WHERE row.resolved_turn_uid IS NOT NULL "
+    "MATCH (t:Turn {uid: row.resolved_turn_uid}) CREATE (r)-[:GOT_PAST_AT]->(t) }",
+    "resolution_steps": "UNWIND $rows AS row MATCH (r:Resolution {uid: row.resolution_uid}) "
+    "MATCH (t:Turn {uid: row.turn_uid}) CREATE (r)-[s:STEP]->(t) SET s += row.props",
     "complete": "UNWIND $rows AS row MATCH (t:Trajectory {uid: row.uid}) "
     "SET t.content_hash = row.content_hash",
 }

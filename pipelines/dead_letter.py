@@ -6,8 +6,12 @@ import json
 from typing import Any
 
 from trajgraph.pipelines.adapters.base import Located, RawRecord
+from trajgraph.redaction import redact
 
 PREVIEW_CHARS = 500
+# A reason is one error's message; some quote the whole record (a UnicodeEncodeError's repr):
+# cut it, the preview shows the record.
+REASON_CHARS = 2000
 
 
 def _where(element: Any) -> tuple[str, str, str]:
@@ -41,13 +45,24 @@ def from_exception(stage: str, bad: tuple[Any, tuple[Any, str, Any]]) -> dict[st
         "stage": stage,
         "source": source,
         "locator": locator,
-        "reason": reason,
+        "reason": _reason(reason),
         "preview": preview,
     }
 
 
 def row(stage: str, source: str, locator: str, reason: str) -> dict[str, Any]:
-    return {"stage": stage, "source": source, "locator": locator, "reason": reason, "preview": ""}
+    return {
+        "stage": stage,
+        "source": source,
+        "locator": locator,
+        "reason": _reason(reason),
+        "preview": "",
+    }
+
+
+def _reason(text: str) -> str:
+    # Reasons may quote a server (an LLM error echoing its key): never write credentials.
+    return redact(text)[:REASON_CHARS]
 
 
 def to_json_line(r: dict[str, Any]) -> str:

@@ -46,6 +46,7 @@ from trajgraph.pipelines.transforms import (
     ReadLogRecords,
     WriteGraph,
 )
+from trajgraph.schemas.ids import id_problem
 
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
 MIN_BUDGET_TOKENS = 64
@@ -82,7 +83,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="where rejected records go: a folder, local or on a filesystem every worker "
         "reaches (gs://, s3://, hdfs://; default: a new local folder per run)",
     )
-    p.add_argument("--tenant", default=None, help="tenant for records that do not name one")
+    p.add_argument(
+        "--tenant",
+        default=None,
+        help="the tenant every record is written to (default TRAJGRAPH_TENANT); a record's own "
+        '"tenant" field is overridden (counted) unless --tenant-from-records',
+    )
+    p.add_argument(
+        "--tenant-from-records",
+        action="store_true",
+        help='let records choose their tenant with their own "tenant" field (--tenant is then '
+        "the tenant of records that name none); off by default, so one run writes one tenant",
+    )
     p.add_argument(
         "--id-prefix",
         default="",
@@ -121,6 +133,7 @@ class IngestConfig:
     use_cache: bool
     tenant: str
     id_prefix: str
+    tenant_from_records: bool
     budget_tokens: int
     batch_size: int
     max_record_bytes: int
@@ -139,6 +152,9 @@ class IngestConfig:
         budget = args.budget or settings.token_budget
         if budget < MIN_BUDGET_TOKENS:
             raise ConfigError(f"--budget must be at least {MIN_BUDGET_TOKENS} tokens, got {budget}")
+        problem = id_problem(args.id_prefix) if args.id_prefix else None
+        if problem is not None:  # the prefix is part of every id: the id rule applies to it
+            raise ConfigError(f"--id-prefix {problem}")
         return cls(
             fmt=args.format,
             extractor=extractor,
@@ -147,6 +163,7 @@ class IngestConfig:
             use_cache=not args.no_cache,
             tenant=args.tenant or settings.tenant,
             id_prefix=args.id_prefix,
+            tenant_from_records=args.tenant_from_records,
             budget_tokens=budget,
             batch_size=args.batch_size or settings.write_batch_size,
             max_record_bytes=args.max_record_bytes,
@@ -211,7 +228,7 @@ def build_pipeline(
         list(paths), config.fmt, config.max_record_bytes
     )
     norm = read["records"] | "Normalize trajectories" >> NormalizeTrajectories(
-        config.tenant, config.id_prefix
+        config.tenant, config.id_prefix, tenant_from_records=config.tenant_from_records
     )
     built = norm["trajectories"] | "Build graph rows" >> BuildGraphRows(
         config.extractor, config.budget_tokens, config.llm, config.use_cache, config.embedder_name

@@ -43,8 +43,10 @@ from trajgraph.pipelines.streaming import (
 from trajgraph.pipelines.transforms import (
     FAILURES,
     NS,
+    TENANT_COUNTERS,
     ExtractTrajectoryFn,
     ValidateFn,
+    choose_tenant,
     describe_failure,
 )
 
@@ -60,7 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="a growing file, a directory of growing *.jsonl files (searched recursively; "
         "Claude Code sessions and OTLP exports are recognized), or - for stdin",
     )
-    p.add_argument("--tenant", default=None)
+    p.add_argument(
+        "--tenant",
+        default=None,
+        help='the tenant of every event (an event\'s own "tenant" is overridden, and counted, '
+        "unless --tenant-from-records)",
+    )
+    p.add_argument(
+        "--tenant-from-records",
+        action="store_true",
+        help='let events choose their tenant with their own "tenant" field',
+    )
     p.add_argument("--extractor", choices=EXTRACTORS, default="auto")
     p.add_argument("--embedder", choices=(*settings_mod.EMBEDDERS, "none"), default=None)
     p.add_argument("--poll", type=float, default=0.5, metavar="SECONDS", help="default 0.5")
@@ -90,6 +102,7 @@ class StreamConfig:
     poll_s: float
     duration_s: float | None
     tenant: str
+    tenant_from_records: bool
     extractor: str
     llm: settings_mod.LLMSettings
     budget_tokens: int
@@ -116,6 +129,7 @@ class StreamConfig:
             poll_s=args.poll,
             duration_s=args.duration,
             tenant=args.tenant or settings.tenant,
+            tenant_from_records=args.tenant_from_records,
             extractor=extractor,
             llm=settings.llm,
             budget_tokens=args.budget or settings.token_budget,
@@ -142,7 +156,9 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
     )
     lines = read.lines
     events, bad_events = (
-        lines | "Parse events" >> beam.ParDo(_ParseFn(config.tenant)).with_exception_handling()
+        lines
+        | "Parse events"
+        >> beam.ParDo(_ParseFn(config.tenant, config.tenant_from_records)).with_exception_handling()
     )
     assembled = (
         events
@@ -212,13 +228,21 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
 
 
 class _ParseFn(beam.DoFn):
-    def __init__(self, tenant: str) -> None:
+    def __init__(self, tenant: str, tenant_from_records: bool = False) -> None:
         self._tenant = tenant
+        self._records_choose = tenant_from_records
 
     def process(self, line: Any) -> Any:
         progress.bump("events")
         beam.metrics.Metrics.counter(NS, "events").inc()
-        yield parse_event(line, self._tenant)
+        event = parse_event(line, self._tenant)
+        event["tenant"], why = choose_tenant(
+            event["tenant"], self._tenant, records_choose=self._records_choose
+        )
+        if why in TENANT_COUNTERS:
+            progress.bump(TENANT_COUNTERS[why])
+            beam.metrics.Metrics.counter(NS, TENANT_COUNTERS[why]).inc()
+        yield event
 
 
 def run_pipeline(config: StreamConfig, beam_args: Sequence[str]) -> PipelineResult:

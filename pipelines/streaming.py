@@ -46,9 +46,11 @@ from trajgraph.errors import InputError
 from trajgraph.graph.rows import GraphRows
 from trajgraph.pipelines import dead_letter, files, progress
 from trajgraph.pipelines.adapters import normalize
-from trajgraph.pipelines.adapters.base import LineFile, Located, RawRecord
+from trajgraph.pipelines.adapters.base import LineFile, Located, RawRecord, parse_json
 from trajgraph.pipelines.adapters.detect import sniff_line_file
 from trajgraph.pipelines.transforms import NS, EmbedRowsFn
+from trajgraph.schemas.ids import id_problem
+from trajgraph.schemas.trajectory import max_turn_idx
 from trajgraph.settings import EmbedderSettings, Neo4jSettings
 
 EVENT_TYPES = ("turn", "header", "footer")
@@ -220,21 +222,24 @@ def parse_event(line: Line, default_tenant: str) -> dict[str, Any]:
     if len(line.data) > MAX_LINE_BYTES:
         raise fail(f"line is over {MAX_LINE_BYTES} bytes")
     try:
-        ev = json.loads(line.data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        ev = parse_json(line.data)
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, a non-finite number
         raise fail(f"not JSON: {e}") from e
     if not isinstance(ev, dict):
         raise fail("an event must be a JSON object")
     tid = ev.get("trajectory_id")
     if not isinstance(tid, str) or not tid.strip():
         raise fail("missing trajectory_id")
+    problem = id_problem(tid)
+    if problem is not None:  # refused here, or every later emission of it would fail too
+        raise fail(f"trajectory_id {problem}")
     kind = ev.get("type") or "turn"
     if kind not in EVENT_TYPES:
         raise fail(f"type must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
     if kind == "turn":
         idx = ev.get("idx")
-        if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0:
-            raise fail("a turn event needs an integer idx >= 0")
+        if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx <= max_turn_idx():
+            raise fail(f"a turn event needs an integer idx from 0 to {max_turn_idx()}")
     tenant = ev.get("tenant") or default_tenant
     if not isinstance(tenant, str):
         raise fail("tenant must be a string")

@@ -104,10 +104,26 @@ def describe_failure(bad: Any, stage: str) -> dict[str, Any]:
 # -- normalize and validate ------------------------------------------------------------------
 
 
+def choose_tenant(own: Any, operator: str, *, records_choose: bool) -> tuple[str | Any, str]:
+    """The tenant a record is written to, and why: ``operator`` (the record names none, or
+    the same), ``overridden`` (it names another, and the operator's wins) or ``own`` (it
+    names another and ``records_choose``). One run writes one tenant unless the operator
+    lets records choose (``--tenant-from-records``): a log must not pick where it lands."""
+    if own is None or own == "" or own == operator:
+        return operator, "operator"
+    if records_choose:
+        return own, "own"
+    return operator, "overridden"
+
+
+TENANT_COUNTERS = {"overridden": "tenant_overridden", "own": "tenant_own"}
+
+
 class NormalizeFn(beam.DoFn):
-    def __init__(self, tenant: str, id_prefix: str = "") -> None:
+    def __init__(self, tenant: str, id_prefix: str = "", tenant_from_records: bool = False) -> None:
         self._tenant = tenant
         self._prefix = id_prefix
+        self._records_choose = tenant_from_records
 
     def process(self, record: RawRecord) -> Iterator[Located]:
         trajectories = normalize(record)
@@ -121,8 +137,11 @@ class NormalizeFn(beam.DoFn):
             # balance ingested + dead-lettered.
             _count("records", len(trajectories) - 1)
         for traj in trajectories:
-            if not traj.get("tenant"):
-                traj["tenant"] = self._tenant
+            traj["tenant"], why = choose_tenant(
+                traj.get("tenant"), self._tenant, records_choose=self._records_choose
+            )
+            if why in TENANT_COUNTERS:
+                _count(TENANT_COUNTERS[why])
             if self._prefix and isinstance(traj.get("id"), str):
                 traj["id"] = self._prefix + traj["id"]
             yield Located(record.source, record.locator, traj)
@@ -135,16 +154,18 @@ class ValidateFn(beam.DoFn):
 
 
 class NormalizeTrajectories(beam.PTransform):
-    def __init__(self, tenant: str, id_prefix: str = "") -> None:
+    def __init__(
+        self, tenant: str, id_prefix: str = "", *, tenant_from_records: bool = False
+    ) -> None:
         super().__init__()
         self._tenant = tenant
         self._prefix = id_prefix
+        self._records_choose = tenant_from_records
 
     def expand(self, records: Any) -> Any:
+        normalize_fn = NormalizeFn(self._tenant, self._prefix, self._records_choose)
         normalized, bad_norm = (
-            records
-            | "Parse and normalize"
-            >> beam.ParDo(NormalizeFn(self._tenant, self._prefix)).with_exception_handling()
+            records | "Parse and normalize" >> beam.ParDo(normalize_fn).with_exception_handling()
         )
         valid, bad_valid = (
             normalized

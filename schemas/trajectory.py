@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from importlib import resources
 from typing import Any, TypedDict
@@ -11,6 +12,7 @@ import jsonschema
 import pyarrow as pa
 
 from trajgraph.errors import SchemaValidationError
+from trajgraph.schemas.ids import id_problem
 
 DEFAULT_TENANT = "default"
 
@@ -52,6 +54,12 @@ def _validator() -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
+def max_turn_idx() -> int:
+    """The largest turn idx the contract allows (2^53 - 1: exact in JSON everywhere)."""
+    limit: int = json_schema()["$defs"]["turn"]["properties"]["idx"]["maximum"]
+    return limit
+
+
 def validate(traj: dict[str, Any], *, locator: str = "") -> Trajectory:
     """Check one trajectory against the contract; fill defaults. Raises SchemaValidationError."""
     source = str(traj.get("source", "")) if isinstance(traj, dict) else ""
@@ -60,11 +68,20 @@ def validate(traj: dict[str, Any], *, locator: str = "") -> Trajectory:
         first = errors[0]
         path = "/".join(str(p) for p in first.absolute_path) or "(root)"
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        problem = id_problem(traj.get("id")) if list(first.absolute_path) == ["id"] else None
+        message = f"id {problem}" if problem else first.message[:300]
         raise SchemaValidationError(
-            f"schema-invalid at {path}: {first.message[:300]}{more}", source=source, locator=locator
+            f"schema-invalid at {path}: {message}{more}", source=source, locator=locator
         )
     last = -1
-    for turn in traj["turns"]:
+    for n, turn in enumerate(traj["turns"]):
+        reward = turn.get("reward")
+        if isinstance(reward, float) and not math.isfinite(reward):
+            raise SchemaValidationError(
+                f"schema-invalid at turns/{n}/reward: {reward} is not a finite number",
+                source=source,
+                locator=locator,
+            )
         if turn["idx"] <= last:
             raise SchemaValidationError(
                 f"turn idx {turn['idx']} is not after {last}: turns must be strictly increasing",

@@ -7,8 +7,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.fake_openai import FakeOpenAI
+
+# Property-based and fuzz tests: in CI a fixed seed (derandomize) and a bounded budget, so a
+# run takes the same inputs and the same time every time; HYPOTHESIS_PROFILE=deep explores
+# with a random seed and many more inputs (`long`: fewer) and keeps failures in .hypothesis/.
+settings.register_profile("ci", max_examples=40, derandomize=True, database=None, deadline=None)
+settings.register_profile("long", max_examples=300, deadline=None)
+settings.register_profile("deep", max_examples=1500, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(

@@ -15,6 +15,8 @@ finds in them (rule-derived, deterministic). Faults are scripted per request, in
     truncate        half a reply with finish_reason "length"
     refuse          a refusal
     401 / 400       a client error
+    500_echo        a 500 whose error message quotes the request's Authorization header (a
+                    misbehaving proxy: the secret-scan tests check that the key goes no further)
 
 ``POST /v1/embeddings`` returns hash-derived unit vectors (``dimensions`` or 64), and takes
 the same transport faults. Retrieval-router requests (json_schema named ``trajgraph_route``)
@@ -194,6 +196,10 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
         def _embeddings(self, body: dict[str, Any], fault: str) -> None:
             kind = fault.partition(":")[0]
+            if kind == "500_echo":
+                echo = self.headers.get("authorization", "")
+                self._json(500, _error(f"upstream failed for Authorization: {echo}"))
+                return
             if kind in ("429", "500", "503", "400", "401"):
                 extra = {"retry-after": fault.partition(":")[2] or "1"} if kind == "429" else {}
                 self._json(int(kind), _error(f"injected {kind}"), extra)
@@ -226,6 +232,10 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             kind, _, arg = fault.partition(":")
             if kind == "429":
                 self._json(429, _error("rate limited"), {"retry-after": arg or "1"})
+                return
+            if kind == "500_echo":
+                echo = self.headers.get("authorization", "")
+                self._json(500, _error(f"upstream failed for Authorization: {echo}"))
                 return
             if kind in ("500", "503", "400", "401"):
                 self._json(int(kind), _error(f"injected {kind}"))

@@ -3,23 +3,31 @@
 Every request but the probes carries ``Authorization: Bearer <key>``; the key names the
 caller's tenant (TRAJGRAPH_API_KEYS) and every query is filtered by it, so another tenant's
 trajectory is simply not found. Retrieval reads run in READ sessions with timeouts. Requests
-are bounded (body size, depth, k, budget, question length) and every error is JSON with a
-message, never a stack trace.
+are bounded (trajgraph/limits.py, shared with MCP; the body, its framing and its arrival time
+in trajgraph/http_guard.py) and every error is JSON with a message, never a stack trace.
+
+Trajectory ids may hold ``/`` (tau-bench ids, ``--id-prefix gpt-4o/``). In a path, an id is
+one segment with its ``/`` written ``%2F`` (``urllib.parse.quote(id, safe="")``): that
+always works. Raw slashes work too (``/v1/trajectories/gpt-4o/task1/brief``), except for an
+id whose last part is itself ``why``, ``why.html``, ``brief`` or ``remind``: the path then
+reads as that endpoint, and only the encoded form reaches it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import re
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
+from urllib.parse import unquote
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trajgraph.auth import tenant_for
@@ -32,21 +40,33 @@ from trajgraph.errors import (
     one_line,
     public_message,
 )
+from trajgraph.http_guard import ASGIApp, Receive, RequestGuard, Scope, Send
+from trajgraph.limits import (
+    MAX_BODY_BYTES,
+    REQUEST_TIMEOUT_S,
+    BeforeTurn,
+    BriefBudget,
+    Budget,
+    Code,
+    Depth,
+    ErrorText,
+    K,
+    LessonsBudget,
+    Mode,
+    NextAction,
+    QueryErrorText,
+    Question,
+    TrajectoryId,
+    Turn,
+)
 from trajgraph.queries import lessons as lessons_mod
 from trajgraph.queries.memory import brief as brief_mod
-from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
-from trajgraph.queries.memory.store import MAX_TURN
-from trajgraph.queries.retrieval.engine import MAX_BUDGET, MAX_DEPTH, MAX_K
+from trajgraph.redaction import install_log_redaction, remember_secrets
 from trajgraph.settings import Settings
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 64 * 1024
-MAX_QUESTION_CHARS = 4000
-MAX_CODE_CHARS = 20_000
-MAX_QUERY_ERROR_CHARS = 4000  # of an error text in a URL; POST takes longer ones
-REQUEST_TIMEOUT_S = 30.0
-ID_PATTERN = r"^[^\x00-\x1f]{1,512}$"  # any printable id, bounded; it is only ever a parameter
+__all__ = ["MAX_BODY_BYTES", "create_app", "error_response", "serve"]
 
 
 class ApiError(Exception):
@@ -58,53 +78,77 @@ class ApiError(Exception):
 class RetrieveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
-    trajectory: str | None = Field(default=None, pattern=ID_PATTERN)
-    mode: Literal["auto", "embedding", "graph", "keyword", "code"] = "auto"
-    budget: int = Field(default=1000, ge=50, le=MAX_BUDGET)
-    k: int = Field(default=8, ge=1, le=MAX_K)
-    depth: int = Field(default=3, ge=1, le=MAX_DEPTH)
-    code: str | None = Field(
-        default=None,
-        max_length=MAX_CODE_CHARS,
-        description="Python over `turns` for mode=code, run in the sandbox.",
+    question: Question
+    trajectory: TrajectoryId | None = None
+    mode: Mode = "auto"
+    budget: Budget = 1000
+    k: K = 8
+    depth: Depth = 3
+    code: Code | None = Field(
+        default=None, description="Python over `turns` for mode=code, run in the sandbox."
     )
 
 
 class LessonsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    error: str | None = Field(
+    error: ErrorText | None = None
+    trajectory: TrajectoryId | None = Field(
         default=None,
-        min_length=1,
-        max_length=lessons_mod.MAX_ERROR_CHARS,
-        description="The error text (a whole traceback is fine).",
-    )
-    trajectory: str | None = Field(
-        default=None,
-        pattern=ID_PATTERN,
         description="The asking run: left out of the answer; with `turn`, its error turn.",
     )
-    turn: int | None = Field(default=None, ge=0, le=MAX_TURN)
-    budget: int = Field(
-        default=lessons_mod.DEFAULT_BUDGET, ge=lessons_mod.MIN_BUDGET, le=lessons_mod.MAX_BUDGET
-    )
+    turn: Turn | None = None
+    budget: LessonsBudget = lessons_mod.DEFAULT_BUDGET
 
 
 class RemindBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    next_action: str = Field(
-        min_length=1,
-        max_length=MAX_ACTION_CHARS,
-        description="The action the agent is about to take, as it would be logged.",
-    )
-    before_turn: int | None = Field(
+    next_action: NextAction
+    before_turn: BeforeTurn | None = Field(
         default=None,
-        ge=0,
-        le=MAX_TURN,
         description="Judge against the turns before this one only (replays); default: all.",
     )
+
+
+_SEGMENT_ESCAPES = re.compile("%2F|%25")
+
+
+def _unescape_segment(value: object) -> object:
+    """An id from a path as :class:`TrajectoryIdPaths` left it: ``%2F`` and ``%25`` back."""
+    if not isinstance(value, str):
+        return value
+    return _SEGMENT_ESCAPES.sub(lambda m: "/" if m.group() == "%2F" else "%", value)
+
+
+# An id taken from the URL path (see the module docstring and TrajectoryIdPaths).
+PathTrajectoryId = Annotated[TrajectoryId, BeforeValidator(_unescape_segment)]
+TRAJECTORIES = "/v1/trajectories/"
+
+
+class TrajectoryIdPaths:
+    """ASGI middleware: keeps an encoded ``/`` (``%2F``) inside its path segment.
+
+    The server decodes ``%2F`` to ``/`` before routing, so an id written as one encoded
+    segment would be split like raw slashes, and ``a%2Fwhy`` (the trajectory ``a/why``)
+    would read as the why-chain of ``a``. Under /v1/trajectories/ the path is decoded from
+    the raw bytes segment by segment instead, with ``%`` and ``/`` inside a segment kept
+    escaped; ``PathTrajectoryId`` undoes that escaping."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        prefix = TRAJECTORIES.encode()
+        if isinstance(raw, bytes) and raw.startswith(prefix):
+            segments = raw[len(prefix) :].split(b"/")
+            decoded = [
+                unquote(seg.decode("ascii", "replace")).replace("%", "%25").replace("/", "%2F")
+                for seg in segments
+            ]
+            scope = {**scope, "path": TRAJECTORIES + "/".join(decoded)}
+        await self.app(scope, receive, send)
 
 
 def tenant_of(request: Request) -> str:
@@ -138,26 +182,20 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
             if owned:
                 app.state.client.close()
 
+    install_log_redaction()
+    remember_secrets(settings.secrets())
     app = FastAPI(
         title="trajgraph",
         version="0.1",
         summary="Retrieval over agent trajectories stored as a causality graph in Neo4j.",
         lifespan=lifespan,
+        # A redirect would be built from the Host header the caller sent: answer instead.
+        redirect_slashes=False,
     )
     app.state.api_keys = dict(settings.api_keys)
-
-    @app.middleware("http")
-    async def limit_body(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        too_large = f"request bodies are limited to {MAX_BODY_BYTES} bytes"
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return _error(413, "too_large", too_large)
-        if request.method in ("POST", "PUT", "PATCH") and length is None:
-            # A chunked body would have to be read before its size is known: refuse it.
-            return _error(411, "length_required", "send a Content-Length header")
-        return await call_next(request)
+    # Outermost last: the guard sees the request first, then the id paths, then FastAPI.
+    app.add_middleware(TrajectoryIdPaths)
+    app.add_middleware(RequestGuard)
 
     def tg(request: Request) -> TrajGraph:
         return request.app.state.client
@@ -220,9 +258,9 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
     async def search(
         tenant: Tenant,
         request: Request,
-        q: str = Query(min_length=1, max_length=MAX_QUESTION_CHARS),
-        k: int = Query(default=8, ge=1, le=MAX_K),
-        budget: int = Query(default=1000, ge=50, le=MAX_BUDGET),
+        q: Annotated[Question, Query()],
+        k: Annotated[K, Query()] = 8,
+        budget: Annotated[Budget, Query()] = 1000,
     ) -> dict[str, Any]:
         """Keyword and exact-identifier search across the tenant's trajectories, with counts."""
         client = tg(request)
@@ -236,41 +274,33 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
         client = tg(request)
         return {"trajectories": await _bounded(lambda: client.trajectories(tenant=tenant))}
 
-    @app.get("/v1/trajectories/{trajectory}", tags=["trajectories"])
-    async def trajectory(
-        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
-        tenant: Tenant,
-        request: Request,
-    ) -> dict[str, Any]:
-        client = tg(request)
-        row: dict[str, Any] = await _bounded(lambda: client.trajectory(trajectory, tenant=tenant))
-        return row
-
     async def chain_of(
         request: Request, tenant: str, trajectory: str, turn: int, depth: int
     ) -> list[dict[str, Any]]:
         client = tg(request)
         return await _bounded(lambda: client.why(trajectory, turn=turn, depth=depth, tenant=tenant))
 
-    @app.get("/v1/trajectories/{trajectory}/why", tags=["trajectories"])
+    # The suffixed routes first: with raw slashes, /v1/trajectories/a/b/why is the why-chain
+    # of a/b; the plain route takes what is left (an encoded id always lands here whole).
+    @app.get("/v1/trajectories/{trajectory:path}/why", tags=["trajectories"])
     async def why(
-        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
+        trajectory: PathTrajectoryId,
         tenant: Tenant,
         request: Request,
-        turn: int = Query(ge=0, le=10_000_000),
-        depth: int = Query(default=3, ge=1, le=MAX_DEPTH),
+        turn: Annotated[Turn, Query()],
+        depth: Annotated[Depth, Query()] = 3,
     ) -> dict[str, Any]:
         """The upstream causal chain of a turn, time-ordered."""
         chain = await chain_of(request, tenant, trajectory, turn, depth)
         return {"trajectory": trajectory, "turn": turn, "depth": depth, "chain": chain}
 
-    @app.get("/v1/trajectories/{trajectory}/why.html", tags=["trajectories"])
+    @app.get("/v1/trajectories/{trajectory:path}/why.html", tags=["trajectories"])
     async def why_html(
-        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
+        trajectory: PathTrajectoryId,
         tenant: Tenant,
         request: Request,
-        turn: int = Query(ge=0, le=10_000_000),
-        depth: int = Query(default=3, ge=1, le=MAX_DEPTH),
+        turn: Annotated[Turn, Query()],
+        depth: Annotated[Depth, Query()] = 3,
     ) -> HTMLResponse:
         """The why-chain drawn as a graph: one self-contained page, no external assets."""
         from trajgraph.queries.why.render import render_html
@@ -286,15 +316,13 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
             },
         )
 
-    @app.get("/v1/trajectories/{trajectory}/brief", tags=["memory"])
+    @app.get("/v1/trajectories/{trajectory:path}/brief", tags=["memory"])
     async def brief(
-        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
+        trajectory: PathTrajectoryId,
         tenant: Tenant,
         request: Request,
-        budget: int = Query(
-            default=brief_mod.DEFAULT_BUDGET, ge=brief_mod.MIN_BUDGET, le=brief_mod.MAX_BUDGET
-        ),
-        before_turn: int | None = Query(default=None, ge=0, le=MAX_TURN),
+        budget: Annotated[BriefBudget, Query()] = brief_mod.DEFAULT_BUDGET,
+        before_turn: Annotated[BeforeTurn | None, Query()] = None,
     ) -> dict[str, Any]:
         """A compact digest of the trajectory within `budget` tokens, every line citing
         turns: task, open failures and their causes, failed attempts, current state,
@@ -305,9 +333,9 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
         )
         return result.to_json()
 
-    @app.post("/v1/trajectories/{trajectory}/remind", tags=["memory"])
+    @app.post("/v1/trajectories/{trajectory:path}/remind", tags=["memory"])
     async def remind(
-        trajectory: Annotated[str, Path(pattern=ID_PATTERN)],
+        trajectory: PathTrajectoryId,
         body: RemindBody,
         tenant: Tenant,
         request: Request,
@@ -341,14 +369,10 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
     async def lessons(
         tenant: Tenant,
         request: Request,
-        error: str | None = Query(default=None, min_length=1, max_length=MAX_QUERY_ERROR_CHARS),
-        trajectory: str | None = Query(default=None, pattern=ID_PATTERN),
-        turn: int | None = Query(default=None, ge=0, le=MAX_TURN),
-        budget: int = Query(
-            default=lessons_mod.DEFAULT_BUDGET,
-            ge=lessons_mod.MIN_BUDGET,
-            le=lessons_mod.MAX_BUDGET,
-        ),
+        error: Annotated[QueryErrorText | None, Query()] = None,
+        trajectory: Annotated[TrajectoryId | None, Query()] = None,
+        turn: Annotated[Turn | None, Query()] = None,
+        budget: Annotated[LessonsBudget, Query()] = lessons_mod.DEFAULT_BUDGET,
     ) -> dict[str, Any]:
         """Other runs of the tenant that hit the same failure (its signature: the error with
         run-specific parts removed): how many got past it, the resolutions ranked by the runs
@@ -362,6 +386,16 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
     async def lessons_post(body: LessonsBody, tenant: Tenant, request: Request) -> dict[str, Any]:
         """As `GET /v1/lessons`, for error texts too long for a URL."""
         return await run_lessons(request, tenant, body)
+
+    @app.get("/v1/trajectories/{trajectory:path}", tags=["trajectories"])
+    async def trajectory(
+        trajectory: PathTrajectoryId,
+        tenant: Tenant,
+        request: Request,
+    ) -> dict[str, Any]:
+        client = tg(request)
+        row: dict[str, Any] = await _bounded(lambda: client.trajectory(trajectory, tenant=tenant))
+        return row
 
     return app
 
@@ -385,14 +419,21 @@ def error_response(e: TrajgraphError, request: Request) -> JSONResponse:
         log.error("%s: %s", where, one_line(e), exc_info=e)
     elif m.log == "line":
         log.warning("%s: %s: %s", where, m.code, one_line(e))
-    return _error(m.http_status, m.code, public_message(e))
+    retry = {"retry-after": "1"} if m.code == "busy" else None
+    return _error(m.http_status, m.code, public_message(e), headers=retry)
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def _error(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
 
 
 def serve(settings: Settings, *, host: str, port: int) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
+    from trajgraph.http_guard import uvicorn_config
+
+    uvicorn.Server(uvicorn_config(create_app(settings), host=host, port=port)).run()

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError, exit_code, one_line
+from trajgraph.errors import ConfigError, TrajgraphError, exit_code, meaning, one_line
+from trajgraph.redaction import install_log_redaction
+from trajgraph.schemas.ids import escape_unprintable, id_problem
 
 if TYPE_CHECKING:
     from trajgraph.client import TrajGraph
@@ -159,10 +162,36 @@ class _DropImportNoise(logging.Filter):
         return "apitools" not in record.getMessage()
 
 
+class _ExpectedErrorsInOneLine(logging.Filter):
+    # Beam logs a failed bundle with its traceback. When the cause is an error of the
+    # contract that is not a bug (Neo4j lost, the LLM down, bad input), the traceback says
+    # nothing the one-line error does not: keep the line, drop the traceback.
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            ours = _contract_error(record.exc_info[1])
+            if ours is not None and meaning(ours).log != "traceback":
+                record.msg = f"{record.getMessage().splitlines()[0]}: {one_line(ours)}"
+                record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
+def _contract_error(e: BaseException) -> BaseException | None:
+    seen: set[int] = set()
+    current: BaseException | None = e
+    while current is not None and id(current) not in seen:
+        if isinstance(current, TrajgraphError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _configure_logging() -> None:
+    install_log_redaction()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_DropImportNoise())
+        handler.addFilter(_ExpectedErrorsInOneLine())
     # Optional turn fields (reward, thought, ...) are absent in many logs; Neo4j warns about
     # every query that reads one. That is expected, not something a user can act on.
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
@@ -175,6 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     (configuration, input, a name that is not there)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _configure_logging()
+    with printable_stdout():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         if argv and argv[0] == "ingest":
             from trajgraph.jobs import ingest
@@ -201,6 +235,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
     except Exception as e:
         return fail(e)
+
+
+class _PrintableStream:
+    """A text stream that writes every unprintable character (trajgraph.schemas.ids:
+    control characters, separators, bidi overrides, lone surrogates) except newline and tab
+    as ``\\uXXXX``: logs are untrusted, and an ESC or CSI in a log must not drive the
+    terminal. JSON output stays valid (the escape is JSON's)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(escape_unprintable(text, keep="\n\t"))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def printable_stdout() -> Iterator[None]:
+    """sys.stdout escapes unprintable characters within the block."""
+    original = sys.stdout
+    sys.stdout = _PrintableStream(original)
+    try:
+        yield
+    finally:
+        sys.stdout = original
 
 
 def fail(e: BaseException) -> int:
@@ -233,6 +295,10 @@ def _hook(argv: list[str]) -> int:
 def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     if getattr(args, "tenant", None) == "":
         args.tenant = None  # `--tenant ""`: the configured tenant
+    trajectory = getattr(args, "trajectory", None)
+    problem = id_problem(trajectory) if trajectory is not None else None
+    if problem is not None:  # the one id rule (trajgraph.schemas.ids), as ingest applies it
+        raise ConfigError(f"trajectory id {problem}")
     if args.command == "neo4j":
         return _neo4j(args.action, settings)
     if args.command == "demo":

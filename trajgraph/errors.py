@@ -9,9 +9,12 @@ tell errors apart: the CLI, the HTTP API and the MCP server all read ``CONTRACT`
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from trajgraph.redaction import redact
+
+__all__ = ["redact"]  # re-exported: callers that redact text they print import it from here
 
 
 class TrajgraphError(Exception):
@@ -70,6 +73,11 @@ class GraphError(TrajgraphError):
 
 class ServerError(TrajgraphError):
     """The local Neo4j server could not be fetched, started or stopped."""
+
+
+class BusyError(TrajgraphError):
+    """A bounded resource (the code sandbox's processes) stayed at capacity for as long as a
+    request may wait: nothing is wrong with the request; retry shortly."""
 
 
 class RunnerError(ConfigError):
@@ -137,6 +145,7 @@ CONTRACT: tuple[Meaning, ...] = (
         log="line",
     ),
     Meaning(LLMError, "llm_unavailable", 502, EXIT_FAILED, "the LLM server failed", log="line"),
+    Meaning(BusyError, "busy", 503, EXIT_FAILED, log="line"),
     Meaning(ConfigError, "bad_request", 400, EXIT_CONFIG),
     Meaning(InputError, "bad_request", 400, EXIT_CONFIG),
     Meaning(ServerError, "server_error", 500, EXIT_FAILED, INTERNAL, log="traceback"),
@@ -157,20 +166,15 @@ def exit_code(e: BaseException) -> int:
     return meaning(e).exit_code
 
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@]*@")
-
-
-def redact(text: str) -> str:
-    """``text`` with the user:password@ part of every URL in it replaced."""
-    return _USERINFO.sub(r"\1***@", text)
-
-
 def one_line(e: BaseException) -> str:
-    """The error's message on one line, credentials in URLs redacted (for people)."""
+    """The error's message on one line, credentials redacted and control characters
+    escaped (for people: terminals, logs)."""
+    from trajgraph.schemas.ids import escape_unprintable
+
     text = str(e).strip() or type(e).__name__
     if not isinstance(e, TrajgraphError):
         text = f"{type(e).__name__}: {text}"
-    return redact(" ".join(text.split()))
+    return escape_unprintable(redact(" ".join(text.split())))
 
 
 def public_message(e: BaseException) -> str:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from trajgraph.errors import ConfigError, redact
+from trajgraph.redaction import remember_secrets
 
 T = TypeVar("T")
 
@@ -170,6 +171,11 @@ class Settings:
     def with_neo4j(self, **changes: object) -> Settings:
         return replace(self, neo4j=replace(self.neo4j, **changes))  # type: ignore[arg-type]
 
+    def secrets(self) -> list[str]:
+        """Every credential these settings hold: never to be printed (trajgraph.redaction)."""
+        values = [self.neo4j.password, self.llm.api_key, self.embedder.transport.api_key]
+        return [v for v in (*values, *self.api_keys) if v]
+
 
 def _parsed(
     env: Mapping[str, str], name: str, default: T, parse: Callable[[str], T], what: str
@@ -224,7 +230,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     budget = _int(env, "TRAJGRAPH_TOKEN_BUDGET", 2048)
     if budget < 64:
         raise ConfigError(f"TRAJGRAPH_TOKEN_BUDGET must be at least 64, got {budget}")
-    return Settings(
+    settings = Settings(
         neo4j=neo,
         local=local,
         llm=llm,
@@ -244,6 +250,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             else _default_home() / "hook"
         ),
     )
+    remember_secrets(settings.secrets())
+    return settings
 
 
 # -- secrets ----------------------------------------------------------------------------------
@@ -422,13 +430,15 @@ def split_userinfo(uri: str) -> tuple[str, str | None, str | None]:
     credentials win over NEO4J_USER / NEO4J_PASSWORD.
     """
     scheme, sep, rest = uri.partition("://")
-    authority, slash, tail = rest.partition("/")
-    if not sep or "@" not in authority:
+    if not sep or "@" not in rest:
         return uri, None, None
-    userinfo, _, host = authority.rpartition("@")
+    # The last "@" ends the user information even when an unencoded "/", "?" or "#" sits in
+    # the password: a Bolt URI has no path that could hold an "@", and a password cut in
+    # two would be printed as part of the host.
+    userinfo, _, host = rest.rpartition("@")
     user, colon, password = userinfo.partition(":")
     return (
-        f"{scheme}://{host}{slash}{tail}",
+        f"{scheme}://{host}",
         unquote(user) or None,
         unquote(password) if colon else None,
     )

@@ -25,7 +25,7 @@ from trajgraph.pipelines.adapters import (
     swe_agent,
     tau_bench,
 )
-from trajgraph.pipelines.adapters.base import LineFile, RawRecord
+from trajgraph.pipelines.adapters.base import LineFile, RawRecord, parse_json
 from trajgraph.pipelines.adapters.detect import (
     LINE_FILE_FORMATS,
     SHAPES,
@@ -188,7 +188,7 @@ def _json_records(
     if not text.strip():
         raise InputError("file is empty", source=source)
     try:
-        obj = json.loads(text)
+        obj = parse_json(text)
     except json.JSONDecodeError as e:
         # Several JSON values one per line in a .json file: it is really JSONL.
         if e.msg == "Extra data" and _starts_line(text, e.pos):
@@ -197,6 +197,8 @@ def _json_records(
         raise InputError(
             f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", source=source
         ) from e
+    except ValueError as e:  # a non-finite number, an integer of thousands of digits
+        raise InputError(f"unusable JSON: {e}", source=source) from e
     yield from _records_of(source, obj, fmt)
 
 
@@ -323,8 +325,10 @@ def _parse_payload(
         raise fail(f"record is {len(raw)} bytes, over the {max_record_bytes}-byte limit")
     text = _decode(raw, record.source, record.locator)
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as e:
         hint = " (the record ends early: truncated?)" if e.pos >= len(text.rstrip()) else ""
         where = f"line {e.lineno} column {e.colno}" if e.lineno > 1 else f"column {e.colno}"
         raise fail(f"invalid JSON at {where}: {e.msg}{hint}") from e
+    except ValueError as e:  # a non-finite number, an integer of thousands of digits
+        raise fail(f"unusable JSON: {e}") from e

@@ -1,7 +1,11 @@
-"""What every format adapter shares: the raw record handed between read and normalize."""
+"""What every format adapter shares: the raw record handed between read and normalize, and
+the one JSON parser for untrusted records."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,3 +46,51 @@ class LineFile:
 
     def __repr__(self) -> str:  # never print a whole session in a log line
         return f"LineFile({len(self.data)} bytes)"
+
+
+class NonFiniteNumber(ValueError):
+    """A JSON number that is not a finite float (NaN, Infinity, 1e400): refused, because the
+    graph and every JSON reply would carry it on."""
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads`` for untrusted records: NaN, Infinity and numbers that overflow a float
+    are refused (NonFiniteNumber); a lone surrogate escape (``"\\ud800"``, e.g. an emoji cut
+    in half by a log's truncation) becomes U+FFFD, since no UTF-8 writer (Neo4j's driver,
+    a JSON reply) can carry it. Raises ValueError (json.JSONDecodeError included)."""
+    obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
+    return _repair_surrogates(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NonFiniteNumber(f"{name} is not a finite number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFiniteNumber(f"{text[:40]} is not a finite number")
+    return value
+
+
+def _repair_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return without_lone_surrogates(value)
+    if isinstance(value, list):
+        return [_repair_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_repair_surrogates(k): _repair_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (the text is UTF-8 encodable)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajgraph.errors import LLMError, LLMReplyError
+from trajgraph.errors import LLMError, LLMReplyError, one_line
 from trajgraph.extractors.actions import (
     assignments,
     canonical,
@@ -238,8 +238,12 @@ def ask_llm(client: Any, memory: Memory, action: str, findings: list[Finding]) -
     try:
         parsed = parse_reply(reply_text(client.complete(messages, response_format())), allowed)
     except LLMError as e:  # the server failed, or its reply is unusable (LLMReplyError)
-        log.warning("LLM reminder unusable (%s); using the offline rules", e)
-        return from_findings(memory, findings, source=f"rules (LLM reply invalid: {e})")
+        log.warning("LLM reminder unusable (%s); using the offline rules", one_line(e))
+        # A reply's flaw is about the reply (schema, invented citations): callers may read it.
+        # A transport failure's text quotes the server (its URL; some servers echo the
+        # request's key): that detail stays in the operator's log, redacted there.
+        why = f"LLM reply invalid: {one_line(e)}" if isinstance(e, LLMReplyError) else None
+        return from_findings(memory, findings, source=f"rules ({why or 'LLM unavailable'})")
     if parsed.reminder is None:
         return Reminder(memory.trajectory, memory.before_turn, None, [], None, "llm")
     return Reminder(

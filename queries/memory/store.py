@@ -20,6 +20,7 @@ from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
 from trajgraph.graph import cypher, ids
 from trajgraph.graph.connection import graph_errors
+from trajgraph.schemas.trajectory import max_turn_idx
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -34,7 +35,7 @@ _NOTE = re.compile(
     re.IGNORECASE,
 )
 EVERYTHING = 1 << 62  # $before when no turn is given
-MAX_TURN = 10_000_000
+MAX_TURN = max_turn_idx() + 1  # before_turn: the turn after the last one the contract allows
 QUERY_TIMEOUT_S = 10.0
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from trajgraph.errors import LLMError
+from trajgraph.errors import LLMError, one_line
 from trajgraph.extractors.llm_client import reply_text, structured
 from trajgraph.queries.retrieval import router
 from trajgraph.schemas.extraction import strict_json_schema
@@ -49,7 +49,7 @@ def ask_router(
         content = reply_text(client.complete(messages, fmt))
         decision = structured(content, router.RouteDecision, _schema())
     except LLMError as e:  # the server failed, or its reply is unusable (LLMReplyError)
-        log.warning("LLM router failed (%s); using the rule router", e)
+        log.warning("LLM router failed (%s); using the rule router", one_line(e))
         fallback = router.rule_route(question, has_trajectory=has_trajectory)
         return router.Route(
             fallback.tools,

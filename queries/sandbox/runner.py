@@ -44,10 +44,17 @@ from typing import IO, Any
 
 import RestrictedPython
 
+from trajgraph.errors import BusyError
 from trajgraph.queries.sandbox import child
 from trajgraph.queries.sandbox.child import SandboxLimits, compile_code
 
 DEFAULT_LIMITS = SandboxLimits()
+# Children alive at once in this process, and how long a run waits for a free one before
+# BusyError: each child may use a CPU and memory_mb of memory, so concurrent requests (30
+# `while True: pass`, 8 strings of 200 MB) must queue instead of each starting one.
+MAX_CONCURRENT_RUNS = max(2, os.cpu_count() or 2)
+QUEUE_TIMEOUT_S = 10.0
+_runs = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 # The one file the child loads (it imports nothing of trajgraph).
 CHILD_FILE = str(Path(child.__file__).resolve())
 _STDERR_CAP = 64 * 1024
@@ -64,9 +71,15 @@ class SandboxResult:
 
 
 def run_python(
-    code: str, turns: list[dict[str, Any]], *, limits: SandboxLimits = DEFAULT_LIMITS
+    code: str,
+    turns: list[dict[str, Any]],
+    *,
+    limits: SandboxLimits = DEFAULT_LIMITS,
+    queue_timeout_s: float = QUEUE_TIMEOUT_S,
 ) -> SandboxResult:
-    """Run `code` over `turns` in a hardened child process; bad code never raises, it sets error."""
+    """Run `code` over `turns` in a hardened child process; bad code never raises, it sets
+    error. At most MAX_CONCURRENT_RUNS children run at once; a run that waited
+    ``queue_timeout_s`` for one raises BusyError."""
     started = time.monotonic()
     if not isinstance(turns, list) or not all(isinstance(turn, dict) for turn in turns):
         raise TypeError("turns must be a list of dicts")
@@ -76,7 +89,15 @@ def run_python(
     payload = json.dumps(
         {"code": code, "turns": turns, "limits": asdict(limits)}, default=str
     ).encode()
-    value, touched, error = _run_child(payload, limits, reply_cap=_reply_cap(limits, turns))
+    if not _runs.acquire(timeout=queue_timeout_s):
+        raise BusyError(
+            f"the code sandbox is busy ({MAX_CONCURRENT_RUNS} runs in progress for "
+            f"{queue_timeout_s:g}s); retry shortly"
+        )
+    try:
+        value, touched, error = _run_child(payload, limits, reply_cap=_reply_cap(limits, turns))
+    finally:
+        _runs.release()
     return SandboxResult(value, touched, error, time.monotonic() - started)
 
 
@@ -221,6 +242,23 @@ def _parse_reply(stdout: bytes) -> tuple[Any, list[int], str | None] | None:
         reply = json.loads(stdout)
         touched = sorted({int(i) for i in reply["touched"]})
         error = reply["error"]
-        return reply["value"], touched, None if error is None else str(error)
+        value = _encodable(reply["value"])
+        return value, touched, None if error is None else _encodable(str(error))
     except (ValueError, TypeError, KeyError):
         return None
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every lone surrogate (``chr(55296)``: valid JSON as "\\ud800", not
+    UTF-8) replaced by U+FFFD, so any JSON writer can send it on."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, list):
+        return [_encodable(v) for v in value]
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    return value

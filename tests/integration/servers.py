@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ import uvicorn
 
 from trajgraph.graph import cypher, digest
 from trajgraph.graph import local_server as ls
+from trajgraph.http_guard import uvicorn_config
 from trajgraph.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,9 +99,11 @@ def private_neo4j_server(base: Settings, root: Path) -> Iterator[Private]:
 
 @contextmanager
 def serve_in_thread(app: Any) -> Iterator[str]:
-    """``app`` served by uvicorn on 127.0.0.1 (a free port) in this process; its base URL."""
+    """``app`` served by uvicorn on 127.0.0.1 (a free port) in this process, configured as
+    `trajgraph serve` configures it (trajgraph.http_guard.uvicorn_config); its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn_config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -200,3 +204,51 @@ def prism_job_server(binary: Path) -> Iterator[PrismServer]:
         yield PrismServer(f"localhost:{port}", proc.pid)
     finally:
         _stop_group(proc)
+
+
+@dataclasses.dataclass
+class ServeProcess:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path  # the server's stdout and stderr (uvicorn's access log, our log lines)
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+@contextmanager
+def serve_process(
+    env: dict[str, str], log: Path, *, timeout_s: float = 90
+) -> Iterator[ServeProcess]:
+    """``trajgraph serve`` as its own process (the production uvicorn set-up: the guarded
+    h11 protocol, the access log) on a free port; stopped at the end."""
+    port = free_port()
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trajgraph.cli", "serve", "--port", str(port)],
+            env=env,
+            cwd=REPO,
+            stdout=err,  # uvicorn's access log
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"trajgraph serve did not start: {log.read_text()}"
+                    ) from None
+                time.sleep(0.2)
+        yield ServeProcess(url, proc, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -27,8 +27,9 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from trajgraph.client import TrajGraph
 from trajgraph.graph import governance
 from trajgraph.graph.embedders import get_embedder
+from trajgraph.http_guard import uvicorn_config
 from trajgraph.jobs import ingest
-from trajgraph.mcp_server import RequireBearer, build_server
+from trajgraph.mcp_server import build_server, http_app
 from trajgraph.settings import Settings
 
 TRAJ = {
@@ -153,9 +154,9 @@ def test_streamable_http_with_keys(mcp_tenant: str, driver: Any, neo4j_settings:
         driver, database=neo4j_settings.neo4j.database, embedder=get_embedder(settings.embedder)
     )
     server = build_server(settings, client, stdio_tenant="never-used")
-    app = RequireBearer(server.streamable_http_app(), settings.api_keys)
+    app = http_app(server, settings)
     port = _free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    uv = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -329,9 +329,17 @@ def _stage(name: str) -> list[Instruction]:
 
 def test_beam_worker_stage_is_beams_boot_over_the_same_venv_and_beam() -> None:
     worker = _stage("beam-worker")
-    copies = {i.flags().get("from"): i.body() for i in worker if i.keyword == "COPY"}
-    assert copies.get("build") == "/opt/venv /opt/venv"
-    assert copies.get(BEAM_SDK_IMAGE) == "/opt/apache/beam /opt/apache/beam"
+    copies: dict[str | None, list[str]] = {}
+    for i in worker:
+        if i.keyword == "COPY":
+            copies.setdefault(i.flags().get("from"), []).append(i.body())
+    # The venv, and the static embedder's table derived in the build stage (the default
+    # embedder: no worker derives it again).
+    assert copies.get("build") == [
+        "/opt/venv /opt/venv",
+        "/opt/trajgraph/static-embedder /opt/trajgraph/static-embedder",
+    ]
+    assert copies.get(BEAM_SDK_IMAGE) == ["/opt/apache/beam /opt/apache/beam"]
     (entry,) = [i.argv() for i in worker if i.keyword == "ENTRYPOINT"]
     assert entry == ["/opt/apache/beam/boot"]
     # The venv's Beam is the boot program's (and the launcher's): pinned in the build stage.

@@ -23,6 +23,7 @@ from trajgraph import cli
 from trajgraph.api import error_response
 from trajgraph.errors import (
     CONTRACT,
+    BusyError,
     ConfigError,
     ExtractionError,
     GraphError,
@@ -55,6 +56,7 @@ CASES: list[tuple[Exception, int, str, int]] = [
     (RunnerError("the Flink job server jar is missing"), 400, "bad_request", 2),
     (InputError("not JSON", source="a.jsonl", locator="line 3"), 400, "bad_request", 2),
     (SchemaValidationError("turns: required", source="a.jsonl"), 400, "bad_request", 2),
+    (BusyError("the code sandbox is busy (2 runs in progress for 10s)"), 503, "busy", 1),
     (ServerError("Java 17 not found"), 500, "server_error", 1),
     (ExtractionError("no findings"), 500, "internal", 1),
     (TrajgraphError("something of ours"), 500, "internal", 1),

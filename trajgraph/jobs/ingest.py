@@ -123,6 +123,7 @@ def _run(
     if args.rescan and not args.manifest:
         raise ConfigError("--rescan only means something with --manifest")
     s.tenant = config.tenant
+    s.tenant_from_records = config.tenant_from_records
     paths = expand_paths(args.paths)
     # The job's own files may sit next to the logs (a .json manifest in the log folder).
     own = {file_key(str(f)) for f in (args.manifest, args.metrics) if f}
@@ -142,6 +143,8 @@ def _run(
             embedder=config.embedder_name,
             budget=config.budget_tokens,
             max_record_bytes=config.max_record_bytes,
+            # Only when set, so manifests written before the flag existed stay valid.
+            **({"tenant_from_records": True} if config.tenant_from_records else {}),
         )
         plan: Plan | None = None
         todo = paths
@@ -160,6 +163,8 @@ def _run(
 
         dl_dir = pipeline.dead_letter_dir(args.dead_letter, settings)
         prefix = files.join(dl_dir, "dead-letter")
+        # Known before the run: a run that fails writing it (a full disk) still names it.
+        s.dead_letter_path = prefix + ".jsonl"
         retry_prefix = files.join(dl_dir, "retry") if manifest is not None else None
         if todo:
             files.make_dirs(dl_dir)
@@ -278,7 +283,9 @@ def _json_lines(path: str) -> list[dict[str, Any]]:
     text = files.read_text(path)
     if text is None:
         return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    # "\n" only: str.splitlines() also splits at U+2028, U+0085, ... which a dead-letter row
+    # (ensure_ascii=False) may hold inside a string.
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

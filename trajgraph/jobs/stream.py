@@ -12,6 +12,7 @@ from typing import Any
 from apache_beam.metrics.metric import MetricsFilter
 
 from trajgraph import settings as settings_mod
+from trajgraph.errors import one_line
 from trajgraph.pipelines import progress
 from trajgraph.pipelines import stream as pipeline
 from trajgraph.pipelines.preflight import check_graph
@@ -46,6 +47,15 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    summary = run(argv)
-    print(json.dumps(summary, indent=2, default=str), file=sys.stdout)
+    """Stream, then print the counters as JSON; a stream that stopped on an error (Neo4j
+    lost for longer than the write path's retries) prints them too, with ``status`` failed
+    and the error, before the CLI reports it (exit 1: run it again; a restart re-reads the
+    source, so nothing is lost)."""
+    try:
+        summary = run(argv)
+    except Exception as e:
+        failed = {**progress.snapshot(), "status": "failed", "error": one_line(e)}
+        print(json.dumps(failed, indent=2, default=str), file=sys.stdout)
+        raise
+    print(json.dumps({**summary, "status": "ok"}, indent=2, default=str), file=sys.stdout)
     return 0

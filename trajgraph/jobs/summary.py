@@ -55,7 +55,10 @@ class IngestSummary:
     dead_letter_path: str = ""
     extractor: str = ""
     counters: dict[str, int] = field(default_factory=dict)
-    tenant: str = ""
+    tenant: str = ""  # --tenant (or TRAJGRAPH_TENANT): where every record went, unless
+    tenant_from_records: bool = False  # records may name their own tenant (--tenant-from-records)
+    tenant_overridden: int = 0  # records that named another tenant and were written to `tenant`
+    tenant_own: int = 0  # records written to the other tenant they named (with the flag)
     id_prefix: str = ""
     manifest_path: str = ""
     status: str = "ok"  # ok | partial | failed | error | interrupted
@@ -89,6 +92,8 @@ class IngestSummary:
         self.windows_failed = counters.get("windows_failed", 0)
         self.windows_degraded = counters.get("windows_degraded", 0)
         self.rows_written = counters.get("rows_written", 0)
+        self.tenant_overridden = counters.get("tenant_overridden", 0)
+        self.tenant_own = counters.get("tenant_own", 0)
         self.counters = counters
 
     def set_status(self) -> None:
@@ -156,6 +161,7 @@ class IngestSummary:
             f"  records            {self.records} = {self.ingested} ingested + "
             f"{self.dead_lettered} dead-lettered"
             + ("" if self.balanced or self.error else "  (MISMATCH)"),
+            f"  tenant             {self._tenant_text()}",
             f"  unchanged          {self.unchanged} (already in the graph, skipped)",
             f"  turns              {self.turns}",
             f"  windows extracted  {self.windows}"
@@ -180,6 +186,21 @@ class IngestSummary:
             lines.extend(f"    {f}" for f in self.files_missing)
         lines.extend(self._render_llm())
         return lines
+
+    def _tenant_text(self) -> str:
+        """Where the records went, truthfully."""
+        if self.tenant_from_records:
+            return (
+                f"{self.tenant!r} for records that name none; {self.tenant_own} chose their own "
+                "(--tenant-from-records)"
+            )
+        text = f"{self.tenant!r} for every record"
+        if self.tenant_overridden:
+            text += (
+                f" ({self.tenant_overridden} named another tenant and were written here; "
+                "--tenant-from-records lets records choose)"
+            )
+        return text
 
     @property
     def llm(self) -> dict[str, int]:

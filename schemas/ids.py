@@ -1,0 +1,71 @@
+"""The one rule for trajectory ids, shared by ingest, the HTTP API, MCP and the CLI.
+
+The rule is the ``trajectory_id`` definition of ``trajectory.schema.json`` (the contract);
+this module reads it from there, so ingest (schema validation), request validation and the
+CLI cannot drift apart: 1 to 512 characters, none of them a control character (C0, DEL,
+C1), a line or paragraph separator, a bidirectional override or a lone surrogate. Anything
+else is allowed, ``/`` included: tau-bench ids are ``<file>/task0-trial0`` and
+``--id-prefix gpt-4o/`` is the README's own example. How such ids travel in a URL is the
+HTTP API's business (trajgraph/api.py, docs/serving.md).
+
+The same character class decides what the CLI escapes before printing: a log is untrusted,
+and an ESC or a CSI (``\\x9b``) in it must not reach a terminal raw.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+
+class InvalidId(ValueError):
+    """A trajectory id the rule refuses. A ValueError, so request models (pydantic) report
+    it as a validation error; the CLI reports it as a bad argument."""
+
+
+@lru_cache(maxsize=1)
+def _definition() -> dict[str, Any]:
+    text = resources.files("trajgraph.schemas").joinpath("trajectory.schema.json").read_text()
+    definition: dict[str, Any] = json.loads(text)["$defs"]["trajectory_id"]
+    return definition
+
+
+MAX_ID_CHARS: int = _definition()["maxLength"]
+# The characters no id may hold (and the CLI never prints raw): the schema's "not" pattern.
+UNPRINTABLE = re.compile(_definition()["not"]["pattern"])
+
+
+def id_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid trajectory id, or None when it is."""
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_ID_CHARS:
+        return f"is {len(value)} characters, over {MAX_ID_CHARS}"
+    bad = UNPRINTABLE.search(value)
+    if bad is not None:
+        return f"holds the control character {_escape(bad.group())} at position {bad.start()}"
+    return None
+
+
+def check_id(value: str, what: str = "trajectory id") -> str:
+    """``value`` when it is a valid id; InvalidId (saying why) otherwise."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise InvalidId(f"{what} {problem}")
+    return value
+
+
+def escape_unprintable(text: str, keep: str = "") -> str:
+    """``text`` with every character of UNPRINTABLE (except those in ``keep``, e.g. "\\n\\t")
+    written as ``\\u001b``, for terminals and logs. The escape is JSON's too: inside a JSON
+    document these characters can only sit in strings, where the escape means the same."""
+    return UNPRINTABLE.sub(lambda m: m.group() if m.group() in keep else _escape(m.group()), text)
+
+
+def _escape(ch: str) -> str:
+    return f"\\u{ord(ch):04x}"
