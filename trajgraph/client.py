@@ -61,10 +61,11 @@ class TrajGraph:
         owns_driver: bool = False,
     ) -> None:
         """Wrap an open ``driver``. ``owns_driver``: ``close()`` closes it too (it does when
-        ``from_settings`` opened it). The embedder defaults to the local MiniLM model, loaded
-        on the first question that needs it."""
-        from trajgraph.graph.embedders import LocalEmbedder
+        ``from_settings`` opened it). The embedder defaults to the default embedder of the
+        settings (the static one), loaded on the first question that needs it."""
+        from trajgraph.graph.embedders import get_embedder
         from trajgraph.queries.retrieval import Retriever
+        from trajgraph.settings import EmbedderSettings
 
         self.driver = driver
         self.database = database
@@ -75,7 +76,7 @@ class TrajGraph:
         self._retriever: Retriever = Retriever(
             driver,
             database=database,
-            embedder=embedder if embedder is not None else LocalEmbedder(),
+            embedder=embedder if embedder is not None else get_embedder(EmbedderSettings()),
             llm=llm,
             query_timeout_s=self.timeouts.query_s,
         )
