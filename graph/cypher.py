@@ -367,6 +367,17 @@ ORDER BY idx
 
 TRAJECTORY_EXISTS = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.id AS id LIMIT 1"
 
+# The version of a trajectory's text (null while it is being rewritten): the retrieval
+# engine keeps a trajectory's turns indexed by line until this changes.
+TRAJECTORY_VERSION = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.content_hash AS content_hash"
+
+# Every turn's text, for line-level evidence and aggregates over a whole trajectory.
+TRAJECTORY_TURN_TEXT = """
+MATCH (t:Turn {trajectory_uid: $tuid})
+RETURN t.idx AS idx, t.action AS action, t.observation AS observation
+ORDER BY idx
+"""
+
 # -- governance: deleting exactly one trajectory, one source file or one tenant ---------------
 
 TRAJECTORIES_OF_SOURCE = """

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -31,7 +33,10 @@ from trajgraph.graph import cypher, ids
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
-from trajgraph.queries.retrieval import router
+from trajgraph.queries.retrieval import aggregates, router
+from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
+from trajgraph.queries.retrieval.context import build_context
+from trajgraph.queries.retrieval.lexical import TurnIndex
 from trajgraph.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,9 +53,9 @@ FULLTEXT_FETCH_MAX = 100_000
 VECTOR_FETCH_MAX = 10_000
 CYPHER_TIMEOUT_S = 5.0
 MAX_CYPHER_ROWS = 1000
-MAX_NAMED = 4  # turns named in a question ("at turn 412") taken as seeds
-_NAMED_TURN = re.compile(r"\bturns?\s+#?(\d{1,7})\b", re.IGNORECASE)
+MAX_NAMED = 6  # steps named in a question ("at step 412", "turns 8-9") taken as seeds
 ITEM_SHARE = 1 / 3  # no single item takes more than this share of the budget
+TURN_CACHE_CHARS = 64_000_000  # text of trajectories kept indexed for line-level evidence
 
 # Order in which items earn budget when not everything fits.
 _PRIORITY = {
@@ -64,6 +69,7 @@ _PRIORITY = {
     "keyword": 7,
     "superseded": 8,
     "assoc": 9,
+    "lexical": 10,  # a turn the question's words match (line-level evidence)
 }
 
 
@@ -116,6 +122,10 @@ class Retriever:
         self.llm = llm
         self.query_timeout_s = query_timeout_s
         self._space_ok = False
+        # Trajectories' turns cut into scored lines, by trajectory uid, with the content hash
+        # they were built from: a question about the same trajectory version reuses them.
+        self._turns: OrderedDict[str, tuple[str, TurnIndex]] = OrderedDict()
+        self._turns_lock = threading.Lock()
 
     def retrieve(
         self,
@@ -162,6 +172,23 @@ class Retriever:
         """Whether anything was embedded (and so the vector indexes exist)."""
         return self._space_ok
 
+    def cached_turns(self, tuid: str, content_hash: str) -> TurnIndex | None:
+        with self._turns_lock:
+            hit = self._turns.get(tuid)
+            if hit is None or hit[0] != content_hash:
+                return None
+            self._turns.move_to_end(tuid)
+            return hit[1]
+
+    def cache_turns(self, tuid: str, content_hash: str, index: TurnIndex) -> None:
+        with self._turns_lock:
+            self._turns[tuid] = (content_hash, index)
+            self._turns.move_to_end(tuid)
+            while len(self._turns) > 1 and (
+                sum(i.chars for _, i in self._turns.values()) > TURN_CACHE_CHARS
+            ):
+                self._turns.popitem(last=False)
+
 
 class _Run:
     """The state of one ``retrieve`` call: its session, and what it found so far."""
@@ -172,6 +199,8 @@ class _Run:
         self._embedder = engine.embedder
         self._llm = engine.llm
         self._history_asked = False
+        self._turn_text: dict[str, tuple[str, str]] = {}  # turn uid -> (action, observation)
+        self._states: dict[str, tuple[str, str, str]] = {}  # uid -> (subject, attribute, value)
 
     def go(
         self,
@@ -191,9 +220,15 @@ class _Run:
         tools: list[str] = []
         route = f"mode {mode}"
         scope = {"tenant": tenant, "trajectory": trajectory, "tuid": tuid}
+        named = find_anchors(question) if tuid else Anchors()
+        # auto reads the whole trajectory (cached per version): line-level evidence, named
+        # steps and aggregates need every turn, not only what the seeds found.
+        index = (
+            self._turn_index(tuid, trajectory or "", tenant) if tuid and mode == "auto" else None
+        )
 
         anchors = (
-            self._named_turns(question, tenant, trajectory or "", found)
+            self._named_turns(named, tenant, trajectory or "", found, index)
             if tuid and mode in ("auto", "graph")
             else []
         )
@@ -209,7 +244,12 @@ class _Run:
                 tools.append("keyword")
         # An unknown trajectory is an error, not an empty answer; checked only when the
         # seeds found nothing, to save a round trip on every good question.
-        if tuid and not found and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
+        if (
+            tuid
+            and index is None
+            and not found
+            and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid)
+        ):
             raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
         if mode == "auto":
             decided = self._route(question, found, trajectory is not None)
@@ -241,9 +281,92 @@ class _Run:
         if "code" in decided.tools:
             counts.update(self._code(question, decided, scope, found, code, cypher_query))
             tools.append("code")
+        tables: list[aggregates.Table] = []
+        if index is not None:
+            phrases = [*aggregates.quoted_phrases(question), *decided.identifiers]
+            tables = aggregates.tables_for(index, question, named, phrases)
+            if tables:
+                counts["aggregates"] = [t.title for t in tables]
+                if "code" not in tools:
+                    tools.append("code")
         items = self._hydrate(found)
-        context, used = render_context(items, budget_tokens)
-        return Retrieval(question, mode, route, tools, items, context, used, counts)
+        if not tuid:
+            context, used = render_context(items, budget_tokens)
+            return Retrieval(question, mode, route, tools, items, context, used, counts)
+        if index is None:  # a single mode: the turns it found, and its states' lines
+            index = TurnIndex.build(self._found_turns(items))
+        built = build_context(
+            question,
+            items,
+            index,
+            named,
+            tables,
+            budget_tokens,
+            states=self._states,
+            values=self._history_asked,
+        )
+        items = self._with_passages(items, built.passages, trajectory or "", tenant)
+        return Retrieval(question, mode, route, tools, items, built.text, built.tokens, counts)
+
+    def _turn_index(self, tuid: str, trajectory: str, tenant: str) -> TurnIndex:
+        """Every turn of the trajectory as scored lines, from the engine's cache when the
+        trajectory's content hash is unchanged."""
+        rows = self._read(cypher.TRAJECTORY_VERSION, tuid=tuid)
+        if not rows:
+            raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
+        version = rows[0]["content_hash"]
+        if version:
+            cached = self._engine.cached_turns(tuid, version)
+            if cached is not None:
+                return cached
+        index = TurnIndex.build(self._read(cypher.TRAJECTORY_TURN_TEXT, tuid=tuid))
+        if version:  # no hash: a write in progress or failed; do not keep it
+            self._engine.cache_turns(tuid, version, index)
+        return index
+
+    def _found_turns(self, items: list[Evidence]) -> list[dict[str, Any]]:
+        """Turns of what a single mode found: their text when a turn was found, else the
+        lines of the states found on them."""
+        turns: dict[int, dict[str, Any]] = {}
+        for e in items:
+            if e.turn is None:
+                continue
+            if e.kind == "turn" and e.uid in self._turn_text:
+                action, observation = self._turn_text[e.uid]
+                turns[e.turn] = {"idx": e.turn, "action": action, "observation": observation}
+        for e in items:
+            if e.kind == "state" and e.turn is not None and e.turn not in turns:
+                turns[e.turn] = {"idx": e.turn, "action": "", "observation": "", "lines": []}
+            if e.kind == "state" and e.turn is not None and "lines" in turns[e.turn]:
+                turns[e.turn]["lines"].append(re.sub(r" \(turn \d+\)$", "", e.text))
+        for t in turns.values():
+            if "lines" in t:
+                t["observation"] = "\n".join(dict.fromkeys(t.pop("lines")))
+        return [turns[i] for i in sorted(turns)]
+
+    def _with_passages(
+        self, items: list[Evidence], passages: Sequence[Any], trajectory: str, tenant: str
+    ) -> list[Evidence]:
+        """The found items, plus the turns the context shows that nothing else found."""
+        have = {e.turn for e in items if e.kind == "turn"}
+        extra = [
+            Evidence(
+                uid=ids.turn_uid(tenant, trajectory, p.turn),
+                kind="turn",
+                trajectory_id=trajectory,
+                turn=p.turn,
+                text=p.text,
+                why=p.why or "matches the question",
+                score=p.score,
+                source="lexical",
+            )
+            for p in passages
+            if p.turn not in have
+        ]
+        return sorted(
+            [*items, *extra],
+            key=lambda e: (e.turn if e.turn is not None else 1 << 30, e.kind, e.uid),
+        )
 
     # -- seeds ------------------------------------------------------------------------------
 
@@ -277,11 +400,23 @@ class _Run:
             _add(found, r["uid"], "seed", f"seed (similarity {r['score']:.2f})", r["score"])
 
     def _named_turns(
-        self, question: str, tenant: str, trajectory: str, found: dict[str, Evidence]
+        self,
+        anchors: Anchors,
+        tenant: str,
+        trajectory: str,
+        found: dict[str, Evidence],
+        index: TurnIndex | None,
     ) -> list[str]:
-        """ "Why did X fail at turn 412?": the turn the question names, and what it produced,
-        are better seeds than anything similarity finds (a long run has many look-alikes)."""
-        idxs = list(dict.fromkeys(int(m) for m in _NAMED_TURN.findall(question)))[:MAX_NAMED]
+        """ "Why did X fail at step 412?": the steps the question names, and what they
+        produced, are better seeds than anything similarity finds (a long run has many
+        look-alikes)."""
+        idxs = list(anchors.points)
+        for lo, hi in anchors.ranges:
+            idxs += [lo, hi]
+        idxs = list(dict.fromkeys(idxs))
+        if index is not None:
+            idxs = [i for i in idxs if i in index.by_turn]
+        idxs = idxs[:MAX_NAMED]
         if not idxs:
             return []
         uids = [ids.turn_uid(tenant, trajectory, i) for i in idxs]
@@ -497,6 +632,14 @@ class _Run:
                 e.turn = r["turn"]
                 e.text = _node_text(r)
                 e.current = r["current"]
+                if r["kind"] == "turn":
+                    self._turn_text[e.uid] = (r["action"] or "", r["observation"] or "")
+                elif r["kind"] == "state":
+                    self._states[e.uid] = (
+                        r["subject"] or "",
+                        r["attribute"] or "",
+                        r["value"] or "",
+                    )
         if self._history_asked:
             # A question about the current value: the value nothing supersedes comes first,
             # superseded ones stay (they say what changed) but are marked and come last.

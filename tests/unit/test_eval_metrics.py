@@ -33,6 +33,7 @@ def test_table_has_a_row_per_method_and_a_column_per_capability() -> None:
         {"method": "b", "type": "recall", "needle_recall": 0.5, "coverage": 0.5},
     ]
     text = table(rows).splitlines()
-    assert text[0].split() == ["needle_recall", "causal", "recall", "overall"]
-    assert text[1].split() == ["a", "0.00", "1.00", "0.50"]
-    assert text[2].split() == ["b", "-", "0.50", "0.50"]
+    # Capabilities in AMA-Bench's order (recall, causal, state updating, abstraction).
+    assert text[0].split() == ["needle_recall", "recall", "causal", "overall"]
+    assert text[1].split() == ["a", "1.00", "0.00", "0.50"]
+    assert text[2].split() == ["b", "0.50", "-", "0.50"]

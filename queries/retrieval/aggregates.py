@@ -1,0 +1,223 @@
+"""Offline aggregate tools over a trajectory's turns: small tables that cite turns.
+
+Similarity cannot count. These answer "how many / how often", "when first / last", "what
+did the agent do between step A and step B" and "what changed from step A to step B" with
+plain code over the turns (no model, no sandbox needed: the code is ours), each as a short
+table whose rows cite the turns they come from:
+
+* ``action_counts``: how often each action (and each command: the action's first word,
+  e.g. the tool name) was taken, in the scope the question names;
+* ``occurrences``: for each phrase the question names (quoted text, identifiers): how many
+  actions and observations contain it, and the first and last turn;
+* ``timeline``: one line per turn of a range, its action;
+* ``changes``: between two turns, the ``key: value`` lines whose value changed and the lines
+  that appeared or disappeared.
+
+``tables_for`` picks the tools a question asks for (rules; see the intents below).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trajgraph.queries.retrieval.anchors import Anchors
+from trajgraph.queries.retrieval.lexical import TurnIndex, query_terms, terms
+
+MAX_ROWS = 25
+MAX_CELL = 90
+MAX_TURNS_LISTED = 8
+MAX_TIMELINE = 60
+MAX_CHANGES = 6
+
+_COUNT = re.compile(
+    r"\b(how\s+many|how\s+often|how\s+frequent\w*|frequen\w*|count\w*|number\s+of|tally|"
+    r"total|times)\b",
+    re.IGNORECASE,
+)
+_FIRST_LAST = re.compile(
+    r"\b(first|last|earliest|latest|final|when\s+did|at\s+(?:what|which)\s+(?:step|turn)|"
+    r"which\s+(?:step|turn))\b",
+    re.IGNORECASE,
+)
+_ACTIONS = re.compile(
+    r"\b(what|which|list|sequence\s+of)\s+(?:\w+\s+){0,3}?(actions?|commands?|tools?|"
+    r"moves?|steps?\s+(?:did|were))\b|\bwhat\s+did\s+the\s+agent\s+do\b",
+    re.IGNORECASE,
+)
+_CHANGE = re.compile(
+    r"\b(chang\w*|differ\w*|updat\w*|evolv\w*|transition\w*|compar\w*|appear\w*|"
+    r"disappear\w*|removed?|added|became|no\s+longer|delta|moved?)\b",
+    re.IGNORECASE,
+)
+_QUOTED = re.compile(r"`([^`\n]{2,80})`|\"([^\"\n]{2,80})\"|(?<!\w)'([^'\n]{2,80})'(?!\w)")
+_HEAD = re.compile(r"\s*([A-Za-z_][\w.\-]*)")
+_KV = re.compile(r"^\s*[-*]?\s*([A-Za-z_][\w .\-]{0,40}?)\s*(?::|=)\s+(\S.{0,150})$")
+_WS = re.compile(r"\s+")
+
+
+@dataclass
+class Table:
+    title: str
+    rows: list[str]
+    turns: list[int]  # the turns the rows cite
+
+    def render(self) -> str:
+        return "\n".join([f"[{self.title}]", *self.rows])
+
+
+def tables_for(
+    index: TurnIndex, question: str, anchors: Anchors, phrases: Sequence[str]
+) -> list[Table]:
+    """The aggregate tables a question asks for (possibly none)."""
+    scope = anchors.scope()
+    lo, hi = (
+        scope if scope is not None else (min(index.turns, default=0), max(index.turns, default=0))
+    )
+    counting = _COUNT.search(question) is not None
+    asks_actions = _ACTIONS.search(question) is not None
+    out: list[Table] = []
+    if phrases and (counting or _FIRST_LAST.search(question)):
+        table = occurrences(index, phrases, lo, hi)
+        if table.rows:
+            out.append(table)
+    if counting or (asks_actions and scope is not None and hi - lo + 1 > 16):
+        out.append(action_counts(index, lo, hi))
+    named = anchors.named
+    if _CHANGE.search(question) and len(named) >= 2:
+        a, b = min(named), max(named)
+        table = changes(index, a, b, question)
+        if table.rows:
+            out.append(table)
+    return out
+
+
+def quoted_phrases(question: str) -> list[str]:
+    return [next(g for g in m.groups() if g).strip() for m in _QUOTED.finditer(question)]
+
+
+def _turn_list(turns: Sequence[int]) -> str:
+    """``3, 5-9, 12, …`` (runs collapsed, at most MAX_TURNS_LISTED items)."""
+    items: list[str] = []
+    i = 0
+    while i < len(turns) and len(items) < MAX_TURNS_LISTED:
+        j = i
+        while j + 1 < len(turns) and turns[j + 1] == turns[j] + 1:
+            j += 1
+        items.append(str(turns[i]) if j == i else f"{turns[i]}-{turns[j]}")
+        i = j + 1
+    return ", ".join(items) + (", …" if i < len(turns) else "")
+
+
+def _cell(text: str) -> str:
+    one = _WS.sub(" ", text).strip()
+    return one if len(one) <= MAX_CELL else one[: MAX_CELL - 1] + "…"
+
+
+def _in(index: TurnIndex, lo: int, hi: int) -> list[int]:
+    return [t for t in index.turns if lo <= t <= hi]
+
+
+def action_counts(index: TurnIndex, lo: int, hi: int) -> Table:
+    turns = _in(index, lo, hi)
+    exact: dict[str, list[int]] = {}
+    heads: dict[str, list[int]] = {}
+    for t in turns:
+        action = _WS.sub(" ", index.actions.get(t, "")).strip()
+        if not action:
+            continue
+        exact.setdefault(action, []).append(t)
+        m = _HEAD.match(action)
+        if m:
+            heads.setdefault(m.group(1), []).append(t)
+    title = f"actions in turns {lo}-{turns[-1] if turns else hi} ({len(turns)} turns)"
+    rows: list[str] = []
+    short = exact and len(exact) <= MAX_ROWS * 2 and max(map(len, exact)) <= MAX_CELL
+    if short:
+        for action, at in sorted(exact.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))[:MAX_ROWS]:
+            rows.append(f"{action} ×{len(at)} (turns {_turn_list(at)})")
+    by_head = sorted(heads.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    if not short or len(by_head) < len(exact):
+        rows.append("by command: " + ", ".join(f"{h} ×{len(at)}" for h, at in by_head[:MAX_ROWS]))
+    if not short:
+        repeated = [(a, at) for a, at in exact.items() if len(at) > 1]
+        for action, at in sorted(repeated, key=lambda kv: -len(kv[1]))[:8]:
+            rows.append(f"{_cell(action)} ×{len(at)} (turns {_turn_list(at)})")
+    return Table(title, rows, [t for at in exact.values() for t in at])
+
+
+def occurrences(index: TurnIndex, phrases: Sequence[str], lo: int, hi: int) -> Table:
+    turns = _in(index, lo, hi)
+    rows: list[str] = []
+    cited: list[int] = []
+    for phrase in dict.fromkeys(p for p in phrases if p.strip()):
+        needle = phrase.lower()
+        acts = [t for t in turns if needle in index.actions.get(t, "").lower()]
+        obs = [t for t in turns if needle in index.observations.get(t, "").lower()]
+        if not acts and not obs:
+            rows.append(f"'{_cell(phrase)}': not in turns {lo}-{hi}")
+            continue
+        parts = []
+        if acts:
+            parts.append(f"in {len(acts)} actions (turns {_turn_list(acts)})")
+        if obs:
+            parts.append(f"in {len(obs)} observations (turns {_turn_list(obs)})")
+        both = sorted(set(acts) | set(obs))
+        rows.append(
+            f"'{_cell(phrase)}': " + "; ".join(parts) + f"; first turn {both[0]}, last {both[-1]}"
+        )
+        cited += both
+    return Table(f"occurrences in turns {lo}-{hi}", rows, sorted(set(cited)))
+
+
+def timeline(index: TurnIndex, lo: int, hi: int) -> Table:
+    turns = _in(index, lo, hi)[:MAX_TIMELINE]
+    rows = [f"{t}: {_cell(index.actions.get(t, ''))}" for t in turns]
+    return Table(f"actions of turns {lo}-{hi}", rows, turns)
+
+
+def _values(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _KV.match(line)
+        if m:
+            out.setdefault(m.group(1).strip(), m.group(2).strip())
+    return out
+
+
+def changes(index: TurnIndex, a: int, b: int, question: str = "") -> Table:
+    """What differs between the observations of turns a and b: changed ``key: value``
+    lines, then the lines only one of them has, those sharing the question's words first."""
+    if a not in index.observations or b not in index.observations:
+        return Table(f"changes from turn {a} to turn {b}", [], [])
+    before, after = index.observations[a], index.observations[b]
+    rows: list[str] = []
+    va, vb = _values(before), _values(after)
+    for key in va:
+        if key in vb and va[key] != vb[key]:
+            rows.append(f"{_cell(key)}: {_cell(va[key])} → {_cell(vb[key])}")
+    old = [x.strip() for x in before.splitlines() if x.strip()]
+    new = [x.strip() for x in after.splitlines() if x.strip()]
+    old_set, new_set = set(old), set(new)
+    kv_lines = {k for k in va if k in vb and va[k] != vb[k]}
+
+    def is_kv(line: str) -> bool:
+        m = _KV.match(line)
+        return m is not None and m.group(1).strip() in kv_lines
+
+    gone = [x for x in dict.fromkeys(old) if x not in new_set and not is_kv(x)]
+    came = [x for x in dict.fromkeys(new) if x not in old_set and not is_kv(x)]
+    asked = set(query_terms(question))
+
+    def relevant(lines: list[str]) -> list[str]:
+        hits = sorted(lines, key=lambda x: -len(asked.intersection(terms(x))))
+        return [x for x in hits if asked.intersection(terms(x))][:MAX_CHANGES]
+
+    rows += [f"only in turn {a}: {_cell(x)}" for x in relevant(gone)]
+    rows += [f"only in turn {b}: {_cell(x)}" for x in relevant(came)]
+    if gone or came:
+        rows.append(f"({len(gone)} lines only in turn {a}, {len(came)} only in turn {b})")
+    counts = Counter({a: 1, b: 1})
+    return Table(f"changes from turn {a} to turn {b}", rows, sorted(counts))

@@ -1,0 +1,254 @@
+"""Evidence from the log itself: the lines of turns that answer, chosen by fused signals.
+
+Every turn gets a score from the signals that point at it: the steps the question names
+(and their neighbours: the state "at the start of step N" is the observation of step N-1),
+BM25 of the turn against the question, and what the engine found (similarity seeds, graph
+hops, identifier hits, current values, code results). Inside the chosen turns every line
+gets a score too: its turn's score, raised by its own BM25 against the question and by the
+states the engine found on it; lines next to a matching line come along (a price sits two
+lines under its product). Lines are taken best first until the budget is full or nothing
+relevant is left, then printed by turn:
+
+    [turn 8] action: scroll [down]
+    [1493] link 'Elmwood Inn Fine Teas, Orange Vanilla …'
+    …
+    [2316] link '4 Reviews'
+
+The text is verbatim (lines right-stripped, blank lines dropped, very long lines in
+pieces); ``…`` marks lines left out; a line already shown for an earlier turn is not shown
+again, so a long list that every observation repeats costs its tokens once.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.queries.retrieval.anchors import Anchors
+from trajgraph.queries.retrieval.lexical import TurnIndex, Unit, query_terms
+
+NEIGHBOUR = 0.4  # anchor weight of the steps next to a named one
+SHORT_RANGE = 16  # a named range up to this many turns is read as a whole
+RANGE_WEIGHT = 0.75
+SCOPE_WEIGHT = 0.15  # a long range or "until step N": the turns it covers, weakly
+OUT_OF_SCOPE = 0.4  # factor for turns outside the range a question limits itself to
+LEXICAL_WEIGHT = 0.6
+LINE_FLOOR = 0.3  # a line of a relevant turn is worth this share of its turn's score
+ACTION_FLOOR = 1.0  # what the agent did (and the turn's number) is worth more than a line
+CONTEXT_SHARE = 0.5  # lines next to a matching line
+CONTEXT_BEFORE = 3  # a matching line's heading or item name usually sits above it
+CONTEXT_AFTER = 1
+DECAY = 0.85  # each further line of a turn is worth this much of the one before
+NAMED_DECAY = 0.97
+MIN_VALUE = 0.02  # below this a line is not relevant: stop instead of padding
+HEADER_ACTION_CHARS = 160
+NAMED_SHARE = 0.8  # of the budget, at most, for the named turns together
+OTHER_SHARE = 0.35  # for any other turn
+GAP = "…"
+
+
+@dataclass
+class Passage:
+    turn: int
+    text: str
+    tokens: int
+    score: float
+    why: str
+
+
+@dataclass
+class Signals:
+    """What points at turns, besides the question's own words."""
+
+    anchors: Anchors = field(default_factory=Anchors)
+    # turn -> (score in [0, 1], why) from seeds, graph hops, identifiers, code results
+    boosts: dict[int, tuple[float, str]] = field(default_factory=dict)
+    # turn -> verbatim values (states the engine found): the lines holding them matter
+    hints: dict[int, list[str]] = field(default_factory=dict)
+
+
+def anchor_weights(anchors: Anchors, turns: Iterable[int]) -> dict[int, tuple[float, str]]:
+    present = set(turns)
+    out: dict[int, tuple[float, str]] = {}
+
+    def put(t: int, w: float, why: str) -> None:
+        if t in present and w > out.get(t, (0.0, ""))[0]:
+            out[t] = (w, why)
+
+    for lo, hi in anchors.ranges:
+        short = hi - lo + 1 <= SHORT_RANGE
+        for t in range(lo, hi + 1) if short else sorted(present):
+            if lo <= t <= hi:
+                put(t, RANGE_WEIGHT if short else SCOPE_WEIGHT, f"in steps {lo}-{hi}")
+        put(lo, 1.0, "named in the question")
+        put(hi, 1.0, "named in the question")
+    if anchors.upto is not None:
+        put(anchors.upto, 0.6, "named in the question")
+    if anchors.after is not None:
+        put(anchors.after, 0.8, "named in the question")
+        put(anchors.after + 1, 0.6, "right after the named step")
+    for p in anchors.points:
+        put(p - 1, NEIGHBOUR, "the step before a named one")
+        put(p + 1, NEIGHBOUR, "the step after a named one")
+    for p in anchors.points:
+        put(p, 1.0, "named in the question")
+    return out
+
+
+def select(index: TurnIndex, question: str, signals: Signals, budget: int) -> list[Passage]:
+    """Passages (one per turn, by turn) whose rendering fits ``budget`` tokens."""
+    if budget <= 0 or not index.units:
+        return []
+    anchors = signals.anchors
+    q = query_terms(anchors.without_refs(question))
+    lexical = index.turn_scores(q)
+    top = max(lexical.values(), default=0.0)
+    score: dict[int, float] = {}
+    why: dict[int, str] = {}
+    named = anchor_weights(anchors, index.turns)
+    for t, (w, reason) in named.items():
+        score[t] = w
+        why[t] = reason
+    for t, s in lexical.items():
+        score[t] = score.get(t, 0.0) + LEXICAL_WEIGHT * s / top
+        why.setdefault(t, "matches the question's words")
+    for t, (w, reason) in signals.boosts.items():
+        if t in index.by_turn:
+            score[t] = score.get(t, 0.0) + w
+            if t not in named:
+                why[t] = reason
+    scope = anchors.scope()
+    if scope is not None:
+        lo, hi = scope
+        for t in score:
+            if not lo <= t <= hi:
+                score[t] *= OUT_OF_SCOPE
+    if not score:
+        return []
+    peak = max(score.values())
+    for t in score:
+        score[t] /= peak
+
+    positions = [i for t in score for i in index.by_turn.get(t, [])]
+    line_lex = index.unit_scores(q, positions)
+    line_top = max(line_lex.values(), default=0.0) or 1.0
+    value: dict[int, float] = {}
+    for t, s in score.items():
+        units = index.by_turn.get(t, [])
+        hints = signals.hints.get(t, [])
+        for k, i in enumerate(units):
+            u = index.units[i]
+            own = line_lex.get(i, 0.0) / line_top
+            if hints and any(h and h in u.text for h in hints):
+                own = max(own, 0.8)
+            floor = ACTION_FLOOR if u.part == "action" else LINE_FLOOR
+            v = s * (floor + own)
+            value[i] = max(value.get(i, 0.0), v)
+            if own > 0.25:  # neighbours in the same part come along
+                for j in units[max(0, k - CONTEXT_BEFORE) : k + CONTEXT_AFTER + 1]:
+                    if index.units[j].part == u.part and j != i:
+                        near = s * (floor + CONTEXT_SHARE * own)
+                        value[j] = max(value.get(j, 0.0), near)
+
+    return _fill(index, value, score, why, named, budget)
+
+
+def _fill(
+    index: TurnIndex,
+    value: dict[int, float],
+    score: dict[int, float],
+    why: dict[int, str],
+    named: dict[int, tuple[float, str]],
+    budget: int,
+) -> list[Passage]:
+    named_turns = [t for t, (w, _) in named.items() if w >= 1.0]
+    named_cap = max(int(budget * NAMED_SHARE / max(1, len(named_turns))), int(budget * 0.3))
+    other_cap = int(budget * OTHER_SHARE)
+    rank = {i: k for units in index.by_turn.values() for k, i in enumerate(units)}
+    chosen: dict[int, list[int]] = {}
+    spent: dict[int, int] = {}
+    shown: dict[str, int] = {}  # line text -> the turn it was first chosen for
+    used = 0
+    # Lazy greedy with diminishing returns per turn: each line taken from a turn makes its
+    # next one worth a little less (less for a named turn), so the budget covers the turns
+    # that answer rather than the longest of them. Equal values interleave turns (first
+    # lines of each turn, then second lines, ...).
+    heap = [(-v, rank[i], index.units[i].turn, i) for i, v in value.items() if v >= MIN_VALUE]
+    heapq.heapify(heap)
+    while heap:
+        neg, _, t, i = heapq.heappop(heap)
+        u = index.units[i]
+        header = u.part == "action" and index.by_turn[t][0] == i
+        taken = len(chosen.get(t, ()))
+        current = value[i] * (NAMED_DECAY if t in named_turns else DECAY) ** taken
+        if current < -neg - 1e-9:
+            if current >= MIN_VALUE:
+                heapq.heappush(heap, (-current, rank[i], t, i))
+            continue
+        key = u.text.strip()
+        if not header and shown.get(key, t) != t:
+            continue  # already shown for another turn
+        cap = named_cap if t in named_turns else other_cap
+        opening = 0 if t in chosen else _header_tokens(index, t)
+        # The first action line is the header itself; others may need a gap marker.
+        cost = opening if header else opening + u.tokens + 1
+        if used + cost > budget or spent.get(t, 0) + cost > cap:
+            continue
+        chosen.setdefault(t, []).append(i)
+        spent[t] = spent.get(t, 0) + cost
+        used += cost
+        shown.setdefault(key, t)
+    out = []
+    for t in sorted(chosen):
+        text = _render(index, t, sorted(chosen[t]))
+        out.append(Passage(t, text, count_tokens(text), score.get(t, 0.0), why.get(t, "")))
+    # Rendering joins pieces and drops unneeded gaps, so it never costs more than was counted;
+    # still, a budget is a promise: drop the weakest passages if it ever does.
+    while out and sum(p.tokens + 1 for p in out) > budget:
+        out.remove(min(out, key=lambda p: p.score))
+    return out
+
+
+def _header(index: TurnIndex, t: int) -> str:
+    first = index.by_turn[t][0] if index.by_turn.get(t) else None
+    action = ""
+    if first is not None and index.units[first].part == "action":
+        action = index.units[first].text.strip()
+        if len(action) > HEADER_ACTION_CHARS:
+            action = action[: HEADER_ACTION_CHARS - 1] + "…"
+    return f"[turn {t}] action: {action}" if action else f"[turn {t}]"
+
+
+def _header_tokens(index: TurnIndex, t: int) -> int:
+    return count_tokens(_header(index, t)) + 1
+
+
+def _render(index: TurnIndex, t: int, picked: list[int]) -> str:
+    units = index.by_turn[t]
+    lines = [_header(index, t)]
+    first = units[0] if units and index.units[units[0]].part == "action" else None
+    wanted = set(picked) - {first}
+    prev: Unit | None = None
+    prev_pos = units.index(first) if first is not None else -1
+    extra_action = any(index.units[i].part == "action" for i in wanted)
+    shown_obs_label = False
+    for pos, i in enumerate(units):
+        if i not in wanted:
+            continue
+        u = index.units[i]
+        if u.part == "observation" and extra_action and not shown_obs_label:
+            lines.append("observation:")
+            shown_obs_label = True
+        contiguous = pos == prev_pos + 1
+        if not contiguous:
+            lines.append(GAP)
+        if contiguous and prev is not None and prev.part == u.part and prev.line == u.line:
+            lines[-1] += u.text  # pieces of one long line
+        else:
+            lines.append(u.text)
+        prev, prev_pos = u, pos
+    if prev_pos < len(units) - 1 and len(lines) > 1:
+        lines.append(GAP)
+    return "\n".join(lines)
