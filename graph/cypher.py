@@ -329,6 +329,21 @@ MATCH (o:State {trajectory_uid: s.trajectory_uid, subject: s.subject, attribute:
 RETURN DISTINCT o.uid AS uid, s.uid AS via
 """
 
+# What changed in turns ($lo, $hi]: states that replaced an earlier value of their subject
+# (SUPERSEDES with another value), and list members that appeared or went away.
+STATE_CHANGES_BETWEEN = """
+MATCH (s:State {trajectory_uid: $tuid})
+WHERE s.turn > $lo AND s.turn <= $hi
+OPTIONAL MATCH (s)-[:SUPERSEDES]->(o:State)
+WITH s, o
+WHERE (o IS NOT NULL AND o.value <> s.value)
+   OR (o IS NULL AND s.kind IN ['line_added', 'line_removed'])
+RETURN s.subject AS subject, s.attribute AS attribute, s.kind AS kind, s.value AS value,
+       s.turn AS turn, o.value AS old_value, o.turn AS old_turn
+ORDER BY turn, subject, attribute, value
+LIMIT $limit
+"""
+
 # The index spans tenants: `raw` (hits before the tenant filter) tells the caller whether
 # other tenants' hits filled the fetch, so that it can fetch more.
 FULLTEXT_HITS = """

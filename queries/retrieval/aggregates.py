@@ -10,8 +10,10 @@ table whose rows cite the turns they come from:
 * ``occurrences``: for each phrase the question names (quoted text, identifiers): how many
   actions and observations contain it, and the first and last turn;
 * ``timeline``: one line per turn of a range, its action;
-* ``changes``: between two turns, the ``key: value`` lines whose value changed and the lines
-  that appeared or disappeared.
+* ``state_changes``: between two turns, each subject's values in order, read from the
+  graph's SUPERSEDES chains, and the list members that appeared or went away;
+* ``changes``: the same from the two observations alone (``key: value`` lines whose value
+  changed, lines only one of them has), when the graph has no states there.
 
 ``tables_for`` picks the tools a question asks for (rules; see the intents below).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from trajgraph.queries.retrieval.anchors import Anchors
@@ -69,9 +71,15 @@ class Table:
 
 
 def tables_for(
-    index: TurnIndex, question: str, anchors: Anchors, phrases: Sequence[str]
+    index: TurnIndex,
+    question: str,
+    anchors: Anchors,
+    phrases: Sequence[str],
+    graph_changes: Callable[[int, int], Table] | None = None,
 ) -> list[Table]:
-    """The aggregate tables a question asks for (possibly none)."""
+    """The aggregate tables a question asks for (possibly none). ``graph_changes(a, b)``
+    reads what changed between two turns from the graph's SUPERSEDES chains; the plain
+    difference of the two observations stands in when it finds nothing."""
     scope = anchors.scope()
     lo, hi = (
         scope if scope is not None else (min(index.turns, default=0), max(index.turns, default=0))
@@ -88,9 +96,11 @@ def tables_for(
     named = anchors.named
     if _CHANGE.search(question) and len(named) >= 2:
         a, b = min(named), max(named)
-        table = changes(index, a, b, question)
-        if table.rows:
-            out.append(table)
+        found = graph_changes(a, b) if graph_changes is not None else None
+        if found is None or not found.rows:
+            found = changes(index, a, b, question)
+        if found.rows:
+            out.append(found)
     return out
 
 
@@ -176,6 +186,43 @@ def timeline(index: TurnIndex, lo: int, hi: int) -> Table:
     turns = _in(index, lo, hi)[:MAX_TIMELINE]
     rows = [f"{t}: {_cell(index.actions.get(t, ''))}" for t in turns]
     return Table(f"actions of turns {lo}-{hi}", rows, turns)
+
+
+def state_changes(rows: Sequence[dict[str, object]], a: int, b: int, question: str) -> Table:
+    """The graph's changes in turns (a, b]: per subject, its values in order (from the
+    SUPERSEDES chain), and the list members that appeared or went away; the subjects the
+    question names first."""
+    asked = set(query_terms(question))
+    chains: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    members: list[tuple[int, str, str]] = []
+    for r in rows:
+        subject, attribute = str(r["subject"]), str(r["attribute"])
+        turn, value = int(r["turn"]), str(r["value"])  # type: ignore[call-overload]
+        if r["kind"] in ("line_added", "line_removed"):
+            members.append((turn, "+" if r["kind"] == "line_added" else "-", value))
+            continue
+        chain = chains.setdefault((subject, attribute), [])
+        if not chain and r["old_value"] is not None:
+            chain.append((int(r["old_turn"]), str(r["old_value"])))  # type: ignore[call-overload]
+        chain.append((turn, value))
+
+    def weight(words: str) -> int:
+        return -len(asked.intersection(terms(words)))
+
+    rows_out: list[str] = []
+    cited: set[int] = set()
+    for (subject, attribute), chain in sorted(
+        chains.items(), key=lambda kv: (weight(" ".join(kv[0])), kv[1][0][0])
+    )[:MAX_ROWS]:
+        name = subject if attribute == "value" else f"{subject} {attribute}"
+        steps = " → ".join(f"{_cell(v)} ({t})" for t, v in chain[:8])
+        rows_out.append(f"{_cell(name)}: {steps}" + (" → …" if len(chain) > 8 else ""))
+        cited.update(t for t, _ in chain)
+    for turn, sign, value in sorted(members, key=lambda m: (weight(m[2]), m[0]))[: MAX_ROWS // 2]:
+        rows_out.append(f"turn {turn} {sign} {_cell(value)}")
+        cited.add(turn)
+    title = f"changes in turns {a}-{b} (values in order, with their turns)"
+    return Table(title, rows_out, sorted(cited))
 
 
 def _values(text: str) -> dict[str, str]:

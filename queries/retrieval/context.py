@@ -74,7 +74,7 @@ def build_context(
         fitted, _ = fit_head_tail(text, room)
         blocks.append(fitted)
         used += count_tokens(fitted) + 1
-    if values:
+    if values and not anchors:  # "current" is as of the end; a named step has its own view
         lines = value_lines(items, states, question)
         while lines:
             text = "[values]\n" + "\n".join(lines)

@@ -55,6 +55,7 @@ CYPHER_TIMEOUT_S = 5.0
 MAX_CYPHER_ROWS = 1000
 MAX_NAMED = 6  # steps named in a question ("at step 412", "turns 8-9") taken as seeds
 ITEM_SHARE = 1 / 3  # no single item takes more than this share of the budget
+MAX_CHANGE_ROWS = 400  # states read for "what changed between step A and step B"
 TURN_CACHE_CHARS = 64_000_000  # text of trajectories kept indexed for line-level evidence
 
 # Order in which items earn budget when not everything fits.
@@ -284,7 +285,14 @@ class _Run:
         tables: list[aggregates.Table] = []
         if index is not None:
             phrases = [*aggregates.quoted_phrases(question), *decided.identifiers]
-            tables = aggregates.tables_for(index, question, named, phrases)
+
+            def graph_changes(a: int, b: int) -> aggregates.Table:
+                rows = self._read(
+                    cypher.STATE_CHANGES_BETWEEN, tuid=tuid, lo=a, hi=b, limit=MAX_CHANGE_ROWS
+                )
+                return aggregates.state_changes(rows, a, b, question)
+
+            tables = aggregates.tables_for(index, question, named, phrases, graph_changes)
             if tables:
                 counts["aggregates"] = [t.title for t in tables]
                 if "code" not in tools:

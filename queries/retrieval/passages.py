@@ -42,6 +42,7 @@ CONTEXT_BEFORE = 3  # a matching line's heading or item name usually sits above 
 CONTEXT_AFTER = 1
 DECAY = 0.85  # each further line of a turn is worth this much of the one before
 NAMED_DECAY = 0.97
+NOVELTY_FLOOR = 0.4  # a line that adds no new word keeps this share of its value
 MIN_VALUE = 0.02  # below this a line is not relevant: stop instead of padding
 HEADER_ACTION_CHARS = 160
 NAMED_SHARE = 0.8  # of the budget, at most, for the named turns together
@@ -175,6 +176,9 @@ def _fill(
     # next one worth a little less (less for a named turn), so the budget covers the turns
     # that answer rather than the longest of them. Equal values interleave turns (first
     # lines of each turn, then second lines, ...).
+    # Novelty: a line whose words the context already has is worth less than one that adds
+    # new ones (a repeated log line, the same listing twice).
+    covered: set[str] = set()
     heap = [(-v, rank[i], index.units[i].turn, i) for i, v in value.items() if v >= MIN_VALUE]
     heapq.heapify(heap)
     while heap:
@@ -183,6 +187,9 @@ def _fill(
         header = u.part == "action" and index.by_turn[t][0] == i
         taken = len(chosen.get(t, ()))
         current = value[i] * (NAMED_DECAY if t in named_turns else DECAY) ** taken
+        if not header and u.tf:
+            new = sum(1 for w in u.tf if w not in covered)
+            current *= NOVELTY_FLOOR + (1 - NOVELTY_FLOOR) * new / len(u.tf)
         if current < -neg - 1e-9:
             if current >= MIN_VALUE:
                 heapq.heappush(heap, (-current, rank[i], t, i))
@@ -200,6 +207,7 @@ def _fill(
         spent[t] = spent.get(t, 0) + cost
         used += cost
         shown.setdefault(key, t)
+        covered.update(u.tf)
     out = []
     for t in sorted(chosen):
         text = _render(index, t, sorted(chosen[t]))
