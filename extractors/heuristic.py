@@ -386,6 +386,7 @@ def _fields(text: str) -> list[tuple[int, str, str]]:
             key in _KV_STOP
             or key.split(" ", 1)[0] in _KV_STOP
             or _ERRORISH_KEY.search(key)
+            or (" " in key and _EXIT_CODE.search(m.group(0)))  # an exit code has its own rule
             or value.endswith(("(", "[", "{", "\\", ",", ":"))
             or _CALL_IN_VALUE.search(value)
         ):

@@ -261,6 +261,31 @@ LIMIT $k
 RETURN n.uid AS uid, score
 """
 
+# A trajectory read as a whole (auto mode), in one round trip: the same scan, plus every
+# turn's similarity (a signal that ranks the turn's lines), the trajectory's content hash,
+# and its turns' text unless the caller already holds that version ($known).
+TRAJECTORY_SEEDS_AND_TURNS = """
+MATCH (tr:Trajectory {uid: $tuid})
+CALL (tr) {
+  CALL () {
+    MATCH (n:State {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+    UNION ALL
+    MATCH (n:Turn {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+  }
+  WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
+  ORDER BY score DESC
+  RETURN collect({uid: n.uid, score: score, idx: CASE WHEN n:Turn THEN n.idx END}) AS ranked
+}
+RETURN tr.content_hash AS content_hash, ranked[0..$k] AS top,
+       [x IN ranked WHERE x.idx IS NOT NULL | [x.idx, x.score]] AS turns,
+       CASE WHEN tr.content_hash IS NOT NULL AND tr.content_hash = $known THEN null
+            ELSE COLLECT {
+              MATCH (t:Turn {trajectory_uid: $tuid})
+              RETURN {idx: t.idx, action: t.action, observation: t.observation} AS turn
+              ORDER BY turn.idx
+            } END AS text
+"""
+
 _SEEDS = """
 UNWIND $uids AS uid
 CALL (uid) {

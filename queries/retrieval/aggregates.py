@@ -15,7 +15,7 @@ table whose rows cite the turns they come from:
 * ``changes``: the same from the two observations alone (``key: value`` lines whose value
   changed, lines only one of them has), when the graph has no states there.
 
-``tables_for`` picks the tools a question asks for (rules; see the intents below).
+``intents`` is the rule router's choice of tools for a question; ``tables_for`` runs them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from trajgraph.queries.retrieval.anchors import Anchors
 from trajgraph.queries.retrieval.lexical import TurnIndex, query_terms, terms
@@ -49,6 +50,11 @@ _ACTIONS = re.compile(
     r"moves?|steps?\s+(?:did|were))\b|\bwhat\s+did\s+the\s+agent\s+do\b",
     re.IGNORECASE,
 )
+_ACTION_WORDS = re.compile(
+    r"\b(actions?|commands?|tools?|(?:tool\s+)?calls?|moves?|steps|turns|times|interact\w*|"
+    r"perform\w*|execut\w*|ran|runs?|invok\w*|us(?:e|ed|es)\b)",
+    re.IGNORECASE,
+)
 _CHANGE = re.compile(
     r"\b(chang\w*|differ\w*|updat\w*|evolv\w*|transition\w*|compar\w*|appear\w*|"
     r"disappear\w*|removed?|added|became|no\s+longer|delta|moved?)\b",
@@ -70,31 +76,60 @@ class Table:
         return "\n".join([f"[{self.title}]", *self.rows])
 
 
+Intent = Literal["occurrences", "action_counts", "changes"]
+
+
+def intents(question: str, anchors: Anchors, phrases: Sequence[str]) -> tuple[Intent, ...]:
+    """The aggregates a question asks for (the rule router's choice, no model):
+
+    * ``occurrences``: it names phrases (quoted text, identifiers) and counts them or asks
+      when they first / last appeared;
+    * ``action_counts``: it counts actions, commands, tool calls, moves ("how many times",
+      "how frequently"), or asks which actions a long range of steps took;
+    * ``changes``: it asks what changed between two steps it names.
+    """
+    scope = anchors.scope()
+    counting = _COUNT.search(question) is not None
+    asks_actions = _ACTIONS.search(question) is not None
+    about_actions = asks_actions or _ACTION_WORDS.search(question) is not None
+    out: list[Intent] = []
+    if phrases and (counting or _FIRST_LAST.search(question)):
+        out.append("occurrences")
+    long_range = scope is not None and scope[1] - scope[0] > 15
+    if (counting and about_actions) or (asks_actions and long_range):
+        out.append("action_counts")
+    if _CHANGE.search(question) and len(anchors.named) >= 2:
+        out.append("changes")
+    return tuple(out)
+
+
 def tables_for(
     index: TurnIndex,
     question: str,
     anchors: Anchors,
     phrases: Sequence[str],
+    wanted: Sequence[Intent] | None = None,
     graph_changes: Callable[[int, int], Table] | None = None,
 ) -> list[Table]:
-    """The aggregate tables a question asks for (possibly none). ``graph_changes(a, b)``
-    reads what changed between two turns from the graph's SUPERSEDES chains; the plain
-    difference of the two observations stands in when it finds nothing."""
+    """The tables of the ``wanted`` aggregates (default: ``intents`` of the question).
+    ``graph_changes(a, b)`` reads what changed between two turns from the graph's
+    SUPERSEDES chains; the plain difference of the two observations stands in when it finds
+    nothing."""
+    if wanted is None:
+        wanted = intents(question, anchors, phrases)
     scope = anchors.scope()
-    lo, hi = (
-        scope if scope is not None else (min(index.turns, default=0), max(index.turns, default=0))
-    )
-    counting = _COUNT.search(question) is not None
-    asks_actions = _ACTIONS.search(question) is not None
+    if scope is None:
+        scope = (min(index.turns, default=0), max(index.turns, default=0))
+    lo, hi = scope
     out: list[Table] = []
-    if phrases and (counting or _FIRST_LAST.search(question)):
+    if "occurrences" in wanted and phrases:
         table = occurrences(index, phrases, lo, hi)
         if table.rows:
             out.append(table)
-    if counting or (asks_actions and scope is not None and hi - lo + 1 > 16):
+    if "action_counts" in wanted:
         out.append(action_counts(index, lo, hi))
     named = anchors.named
-    if _CHANGE.search(question) and len(named) >= 2:
+    if "changes" in wanted and len(named) >= 2:
         a, b = min(named), max(named)
         found = graph_changes(a, b) if graph_changes is not None else None
         if found is None or not found.rows:

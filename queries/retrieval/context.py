@@ -30,6 +30,7 @@ ONE_BLOCK_SHARE = 0.25
 MAX_VALUE_LINES = 8
 MAX_SUBJECT = 60
 VALUE_TRAIL = 4  # earlier values listed per subject
+SIMILARITY_WEIGHT = 1.4
 
 # How much an item the engine found raises its turn (times its own score, for ranked ones).
 _BOOST = {
@@ -61,9 +62,11 @@ def build_context(
     budget: int,
     *,
     states: dict[str, tuple[str, str, str]],
+    similar: dict[int, float] | None = None,
     values: bool,
 ) -> Built:
-    """``states``: uid -> (subject, attribute, value) of the state items."""
+    """``states``: uid -> (subject, attribute, value) of the state items; ``similar``: turn ->
+    similarity of its embedding to the question's (every turn, when known)."""
     blocks: list[str] = []
     used = 0
     block_cap = int(budget * BLOCK_SHARE)
@@ -84,10 +87,21 @@ def build_context(
                 used += cost
                 break
             lines = lines[:-1]
-    signals = Signals(anchors, *_signals(items, index, states))
+    boosts, hints = _signals(items, index, states)
+    for t, w in _similarity_boosts(similar or {}).items():
+        if w > boosts.get(t, (0.0, ""))[0]:
+            boosts[t] = (w, "similar to the question")
+    signals = Signals(anchors, boosts, hints)
     passages = select(index, question, signals, budget - used)
     text = "\n".join([*blocks, *(p.text for p in passages)])
-    return Built(text, count_tokens(text), passages)
+    tokens = count_tokens(text)
+    # Passages are costed line by line and rendering joins pieces of a line, so the text is
+    # never longer than counted; a budget is a promise all the same: drop the weakest.
+    while tokens > budget and passages:
+        passages.remove(min(passages, key=lambda p: p.score))
+        text = "\n".join([*blocks, *(p.text for p in passages)])
+        tokens = count_tokens(text)
+    return Built(text, tokens, passages)
 
 
 def _signals(
@@ -100,7 +114,7 @@ def _signals(
         if e.source in ("seed", "keyword"):
             tops[e.source] = max(tops.get(e.source, 0.0), e.score)
     for e in items:
-        if e.turn is None or e.kind not in ("turn", "state") or e.turn not in index.by_turn:
+        if e.turn is None or e.kind not in ("turn", "state") or e.turn not in index.actions:
             continue
         weight = _BOOST.get(e.source, 0.0)
         if e.source in tops and tops[e.source] > 0:
@@ -115,6 +129,19 @@ def _signals(
             if len(first) >= 3:
                 hints.setdefault(e.turn, []).append(first[:120])
     return boosts, hints
+
+
+def _similarity_boosts(similar: dict[int, float]) -> dict[int, float]:
+    """Every turn's similarity as a boost in [0, SIMILARITY_WEIGHT]: the most similar turn
+    gets all of it, a turn at the median nothing."""
+    if len(similar) < 2:
+        return {}
+    ranked = sorted(similar.values())
+    median, top = ranked[len(ranked) // 2], ranked[-1]
+    if top <= median:
+        return {}
+    span = top - median
+    return {t: SIMILARITY_WEIGHT * (s - median) / span for t, s in similar.items() if s > median}
 
 
 def value_lines(

@@ -173,6 +173,11 @@ class Retriever:
         """Whether anything was embedded (and so the vector indexes exist)."""
         return self._space_ok
 
+    def cached_version(self, tuid: str) -> str | None:
+        with self._turns_lock:
+            hit = self._turns.get(tuid)
+            return hit[0] if hit is not None else None
+
     def cached_turns(self, tuid: str, content_hash: str) -> TurnIndex | None:
         with self._turns_lock:
             hit = self._turns.get(tuid)
@@ -202,6 +207,7 @@ class _Run:
         self._history_asked = False
         self._turn_text: dict[str, tuple[str, str]] = {}  # turn uid -> (action, observation)
         self._states: dict[str, tuple[str, str, str]] = {}  # uid -> (subject, attribute, value)
+        self._similar: dict[int, float] = {}  # turn -> similarity to the question
 
     def go(
         self,
@@ -223,19 +229,21 @@ class _Run:
         scope = {"tenant": tenant, "trajectory": trajectory, "tuid": tuid}
         named = find_anchors(question) if tuid else Anchors()
         # auto reads the whole trajectory (cached per version): line-level evidence, named
-        # steps and aggregates need every turn, not only what the seeds found.
-        index = (
-            self._turn_index(tuid, trajectory or "", tenant) if tuid and mode == "auto" else None
-        )
+        # steps and aggregates need every turn, not only what the seeds found. With vectors
+        # the text comes with the seeds (one round trip), else on its own.
+        whole = bool(tuid) and mode == "auto"
+        index: TurnIndex | None = None
+        if whole and not self._engine.has_vectors:
+            index = self._turn_index(scope)
 
         anchors = (
-            self._named_turns(named, tenant, trajectory or "", found, index)
+            self._named_turns(named, tenant, trajectory or "", found)
             if tuid and mode in ("auto", "graph")
             else []
         )
         if mode in ("auto", "embedding", "graph"):
             if self._engine.has_vectors:
-                self._seeds(question, scope, k, found)
+                index = self._seeds(question, scope, k, found, whole=whole) or index
                 tools.append("embedding")
             else:
                 # Ingested with --embedder none: full-text hits stand in for similarity seeds.
@@ -292,7 +300,10 @@ class _Run:
                 )
                 return aggregates.state_changes(rows, a, b, question)
 
-            tables = aggregates.tables_for(index, question, named, phrases, graph_changes)
+            wanted = decided.aggregates or aggregates.intents(question, named, phrases)
+            tables = aggregates.tables_for(
+                index, question, named, phrases, wanted, graph_changes=graph_changes
+            )
             if tables:
                 counts["aggregates"] = [t.title for t in tables]
                 if "code" not in tools:
@@ -311,23 +322,35 @@ class _Run:
             tables,
             budget_tokens,
             states=self._states,
+            similar=self._similar,
             values=self._history_asked,
         )
         items = self._with_passages(items, built.passages, trajectory or "", tenant)
         return Retrieval(question, mode, route, tools, items, built.text, built.tokens, counts)
 
-    def _turn_index(self, tuid: str, trajectory: str, tenant: str) -> TurnIndex:
-        """Every turn of the trajectory as scored lines, from the engine's cache when the
-        trajectory's content hash is unchanged."""
-        rows = self._read(cypher.TRAJECTORY_VERSION, tuid=tuid)
-        if not rows:
-            raise ConfigError(f"no trajectory {trajectory!r} in tenant {tenant!r}")
-        version = rows[0]["content_hash"]
+    def _turn_index(
+        self, scope: dict[str, Any], fetched: dict[str, Any] | None = None
+    ) -> TurnIndex:
+        """Every turn of the trajectory as scored lines, from the engine's cache while the
+        trajectory's content hash is unchanged. ``fetched``: a row that already holds the
+        content hash and, unless the cached version is current, the turns' text."""
+        tuid = scope["tuid"]
+        if fetched is None:
+            rows = self._read(cypher.TRAJECTORY_VERSION, tuid=tuid)
+            if not rows:
+                raise ConfigError(
+                    f"no trajectory {scope['trajectory']!r} in tenant {scope['tenant']!r}"
+                )
+            fetched = {"content_hash": rows[0]["content_hash"], "text": None}
+        version = fetched["content_hash"]
         if version:
             cached = self._engine.cached_turns(tuid, version)
             if cached is not None:
                 return cached
-        index = TurnIndex.build(self._read(cypher.TRAJECTORY_TURN_TEXT, tuid=tuid))
+        turns = fetched["text"]
+        if turns is None:
+            turns = self._read(cypher.TRAJECTORY_TURN_TEXT, tuid=tuid)
+        index = TurnIndex.build(turns)
         if version:  # no hash: a write in progress or failed; do not keep it
             self._engine.cache_turns(tuid, version, index)
         return index
@@ -379,21 +402,44 @@ class _Run:
     # -- seeds ------------------------------------------------------------------------------
 
     def _seeds(
-        self, question: str, scope: dict[str, Any], k: int, found: dict[str, Evidence]
-    ) -> None:
+        self,
+        question: str,
+        scope: dict[str, Any],
+        k: int,
+        found: dict[str, Evidence],
+        whole: bool = False,
+    ) -> TurnIndex | None:
+        """The top-k similar states and turns; with ``whole`` (a trajectory read as a whole)
+        also every turn's similarity, kept for ranking lines, and the trajectory's turns."""
         vector = self._embedder.embed([question])[0]
-        if scope["tuid"]:
+        index = None
+        if scope["tuid"] and whole:
+            got = self._read(
+                cypher.TRAJECTORY_SEEDS_AND_TURNS,
+                tuid=scope["tuid"],
+                vector=vector,
+                k=k,
+                known=self._engine.cached_version(scope["tuid"]),
+            )
+            if not got:
+                raise ConfigError(
+                    f"no trajectory {scope['trajectory']!r} in tenant {scope['tenant']!r}"
+                )
+            rows = got[0]["top"]
+            self._similar = {int(idx): float(score) for idx, score in got[0]["turns"]}
+            index = self._turn_index(scope, got[0])
+        elif scope["tuid"]:
             rows = self._read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], vector=vector, k=k)
         else:
             rows = []
-            for index in cypher.VECTOR_INDEXES:
+            for vector_index in cypher.VECTOR_INDEXES:
                 # The index spans tenants: when other tenants' nodes crowd ours out of the
                 # over-fetch, fetch more (up to the cap) before settling for fewer than k.
                 fetch = min(k * FETCH_FACTOR, VECTOR_FETCH_MAX)
                 while True:
                     got = self._read(
                         cypher.VECTOR_TOP_K,
-                        index=index,
+                        index=vector_index,
                         fetch=fetch,
                         vector=vector,
                         tenant=scope["tenant"],
@@ -406,6 +452,7 @@ class _Run:
             rows = sorted(rows, key=lambda r: -r["score"])[:k]
         for r in rows:
             _add(found, r["uid"], "seed", f"seed (similarity {r['score']:.2f})", r["score"])
+        return index
 
     def _named_turns(
         self,
@@ -413,7 +460,6 @@ class _Run:
         tenant: str,
         trajectory: str,
         found: dict[str, Evidence],
-        index: TurnIndex | None,
     ) -> list[str]:
         """ "Why did X fail at step 412?": the steps the question names, and what they
         produced, are better seeds than anything similarity finds (a long run has many
@@ -421,10 +467,7 @@ class _Run:
         idxs = list(anchors.points)
         for lo, hi in anchors.ranges:
             idxs += [lo, hi]
-        idxs = list(dict.fromkeys(idxs))
-        if index is not None:
-            idxs = [i for i in idxs if i in index.by_turn]
-        idxs = idxs[:MAX_NAMED]
+        idxs = list(dict.fromkeys(idxs))[:MAX_NAMED]
         if not idxs:
             return []
         uids = [ids.turn_uid(tenant, trajectory, i) for i in idxs]
@@ -563,8 +606,12 @@ class _Run:
             return self._cypher(cypher_query, scope, found)
         if not scope["tuid"]:
             raise ConfigError("code over turns needs a trajectory (--trajectory)")
-        program = code or route.code or router.offline_code(question, route.identifiers)
+        program: str | None = code or route.code
+        if not program and (not route.aggregates or router.is_count(question)):
+            program = router.offline_code(question, route.identifiers)
         if not program:
+            if route.aggregates:  # the offline tables answer it (see go)
+                return {}
             return {"code_error": "no program: pass code, or configure an LLM to write it"}
         from trajgraph.queries.sandbox import run_python
 

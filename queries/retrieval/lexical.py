@@ -1,9 +1,10 @@
 """Lexical scoring inside one trajectory: its turns cut into lines, BM25 over turns and lines.
 
-A ``TurnIndex`` holds a trajectory's turns as *units*: the action's lines and the
-observation's lines (blank lines dropped, very long lines cut at a separator into pieces),
-each with its stemmed terms and its token cost. It is built once per trajectory version and
-cached by the engine, so a question costs a pass over term counts, not over text.
+A ``TurnIndex`` holds a trajectory's turns with their stemmed term counts, and cuts a turn
+into *units* (the action's lines and the observation's lines, blank lines dropped, very long
+lines cut at a separator into pieces, each with its terms and, when needed, its token cost)
+only when the turn is a candidate for the context. It is built once per trajectory version
+and cached by the engine, so a question costs a pass over term counts, not over text.
 
 Terms are lower-cased words and identifiers; words get a light suffix stemming ("reviews",
 "reviewed" → "review") so a question's wording matches the log's.
@@ -14,8 +15,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from trajgraph.pipelines.tokens import count_tokens
 
@@ -42,6 +44,16 @@ describe explain based during throughout given whole entire
 QUESTION_STOP = frozenset(_QUESTION_STOP.split())
 
 
+WORD_CHARS = 6  # characters per word, to turn a text's length into a word count
+
+
+@lru_cache(maxsize=4096)
+def _term_start(term: str) -> Callable[[str], list[str]]:
+    """findall of ``term`` where it starts a word (a stem matches its inflections)."""
+    return re.compile(r"(?<![a-z0-9_])" + re.escape(term)).findall
+
+
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light, deterministic suffix stemmer for English words; identifiers (digits,
     underscores) are kept as they are."""
@@ -77,42 +89,56 @@ def query_terms(question: str) -> list[str]:
     return out
 
 
-@dataclass
 class Unit:
-    turn: int
-    part: str  # "action" or "observation"
-    line: int  # position within its part (consecutive pieces of one line share it)
-    text: str
-    tokens: int
-    tf: Counter[str]
-    length: int
+    """One line (or piece of a long line) of a turn's action or observation."""
+
+    __slots__ = ("_tokens", "length", "line", "part", "text", "tf", "turn")
+
+    def __init__(self, turn: int, part: str, line: int, text: str, tf: Counter[str]) -> None:
+        self.turn = turn
+        self.part = part  # "action" or "observation"
+        self.line = line  # position within its part (pieces of one long line share it)
+        self.text = text
+        self.tf = tf
+        self.length = max(1, sum(tf.values()))
+        self._tokens = -1
+
+    @property
+    def tokens(self) -> int:
+        """Its cost in the context (with its newline), counted when first needed."""
+        if self._tokens < 0:
+            self._tokens = line_tokens(self.text) + 1
+        return self._tokens
+
+
+@lru_cache(maxsize=65536)
+def line_tokens(text: str) -> int:
+    """Tokens of one line (at most MAX_UNIT_CHARS): log lines and headers repeat across turns,
+    trajectories and questions, so their counts are cached."""
+    return count_tokens(text)
 
 
 @dataclass
 class TurnIndex:
-    """The units of a trajectory's turns, with document frequencies for BM25."""
+    """A trajectory's turns, for BM25 at two levels. Turns are scored by counting where each
+    query term starts a word in the turn's lower-cased text (C-speed regex scans: a stem
+    matches its inflections, "fail" in "failed"); a turn's lines (units) are cut and their
+    terms counted only when that turn is a candidate for the context."""
 
     turns: list[int]
     actions: dict[int, str]
     observations: dict[int, str]
-    units: list[Unit]
-    by_turn: dict[int, list[int]]  # turn -> unit positions, in order
-    unit_df: Counter[str]
-    turn_tf: dict[int, Counter[str]]
-    turn_len: dict[int, int]
-    turn_df: Counter[str]
+    lowered: dict[int, str]
     chars: int
-    _avg_unit: float = field(default=1.0)
-    _avg_turn: float = field(default=1.0)
+    header_tokens: dict[int, int] = field(default_factory=dict)  # filled by passages.py
+    _units: dict[int, list[Unit]] = field(default_factory=dict)
+    _heads: dict[int, Unit | None] = field(default_factory=dict)
 
     @classmethod
     def build(cls, turns: Iterable[dict[str, object]]) -> TurnIndex:
-        units: list[Unit] = []
-        by_turn: dict[int, list[int]] = {}
-        turn_tf: dict[int, Counter[str]] = {}
-        turn_len: dict[int, int] = {}
         actions: dict[int, str] = {}
         observations: dict[int, str] = {}
+        lowered: dict[int, str] = {}
         chars = 0
         order: list[int] = []
         for t in turns:
@@ -123,53 +149,71 @@ class TurnIndex:
             order.append(idx)
             actions[idx] = action
             observations[idx] = obs
-            mine: list[int] = []
-            total: Counter[str] = Counter()
-            for part, text in (("action", action), ("observation", obs)):
-                for n, piece in _pieces(text):
-                    words = terms(piece)
-                    tf = Counter(words)
-                    total.update(tf)
-                    mine.append(len(units))
-                    units.append(
-                        Unit(idx, part, n, piece, count_tokens(piece) + 1, tf, max(1, len(words)))
-                    )
-            by_turn[idx] = mine
-            turn_tf[idx] = total
-            turn_len[idx] = max(1, sum(total.values()))
-        unit_df: Counter[str] = Counter()
-        for u in units:
-            unit_df.update(u.tf.keys())
-        turn_df: Counter[str] = Counter()
-        for tf in turn_tf.values():
-            turn_df.update(tf.keys())
-        index = cls(
-            order, actions, observations, units, by_turn, unit_df, turn_tf, turn_len, turn_df, chars
-        )
-        index._avg_unit = sum(u.length for u in units) / max(1, len(units))
-        index._avg_turn = sum(turn_len.values()) / max(1, len(turn_len))
-        return index
+            lowered[idx] = f"{action}\n{obs}".lower()
+        return cls(order, actions, observations, lowered, chars)
+
+    def head_of(self, turn: int) -> Unit | None:
+        """The first line of the turn's action (its header), without cutting the rest."""
+        units = self._units.get(turn)
+        if units is not None:
+            return units[0] if units and units[0].part == "action" else None
+        if turn not in self._heads:
+            pieces = _pieces(self.actions.get(turn, ""))
+            self._heads[turn] = (
+                Unit(turn, "action", 0, pieces[0][1], Counter(terms(pieces[0][1])))
+                if pieces
+                else None
+            )
+        return self._heads[turn]
+
+    def units_of(self, turn: int) -> list[Unit]:
+        """The turn's lines (action first), cut and counted on first use."""
+        units = self._units.get(turn)
+        if units is None:
+            units = [
+                Unit(turn, part, n, piece, Counter(terms(piece)))
+                for part, text in (
+                    ("action", self.actions.get(turn, "")),
+                    ("observation", self.observations.get(turn, "")),
+                )
+                for n, piece in _pieces(text)
+            ]
+            self._units[turn] = units
+        return units
 
     def turn_scores(self, q: Sequence[str]) -> dict[int, float]:
         """BM25 of every turn (action and observation together) against the query terms."""
-        n = len(self.turn_tf)
+        n = len(self.lowered)
+        if not n or not q:
+            return {}
+        lengths = {t: max(1, len(text) // WORD_CHARS) for t, text in self.lowered.items()}
+        avg = sum(lengths.values()) / n
         out: dict[int, float] = {}
-        for idx, tf in self.turn_tf.items():
-            s = _bm25(q, tf, self.turn_len[idx], self._avg_turn, self.turn_df, n)
-            if s > 0:
-                out[idx] = s
+        for term in q:
+            starts = _term_start(term)
+            counts = {t: c for t, text in self.lowered.items() if (c := len(starts(text)))}
+            if not counts:
+                continue
+            idf = math.log(1 + (n - len(counts) + 0.5) / (len(counts) + 0.5))
+            for t, f in counts.items():
+                norm = 1.2 * (0.25 + 0.75 * lengths[t] / avg)
+                out[t] = out.get(t, 0.0) + idf * f * 2.2 / (f + norm)
         return out
 
-    def unit_scores(self, q: Sequence[str], positions: Iterable[int]) -> dict[int, float]:
-        """BM25 of the given units against the query terms (document = one unit)."""
-        n = len(self.units)
-        out: dict[int, float] = {}
-        for i in positions:
-            u = self.units[i]
-            s = _bm25(q, u.tf, u.length, self._avg_unit, self.unit_df, n)
-            if s > 0:
-                out[i] = s
-        return out
+    def unit_scores(self, q: Sequence[str], turns: Iterable[int]) -> dict[int, list[float]]:
+        """BM25 of each line of ``turns`` against the query terms: a line is the document,
+        a term's rarity is counted over these lines (a menu every turn repeats matches
+        everything and weighs little)."""
+        units = {t: self.units_of(t) for t in turns}
+        df: Counter[str] = Counter()
+        n = lengths = 0
+        for us in units.values():
+            for u in us:
+                df.update(w for w in q if w in u.tf)
+                n += 1
+                lengths += u.length
+        avg = lengths / max(1, n)
+        return {t: [_bm25(q, u.tf, u.length, avg, df, n) for u in us] for t, us in units.items()}
 
 
 def _bm25(

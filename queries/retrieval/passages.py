@@ -25,9 +25,8 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.retrieval.anchors import Anchors
-from trajgraph.queries.retrieval.lexical import TurnIndex, Unit, query_terms
+from trajgraph.queries.retrieval.lexical import TurnIndex, Unit, line_tokens, query_terms
 
 NEIGHBOUR = 0.4  # anchor weight of the steps next to a named one
 SHORT_RANGE = 16  # a named range up to this many turns is read as a whole
@@ -40,11 +39,12 @@ ACTION_FLOOR = 1.0  # what the agent did (and the turn's number) is worth more t
 CONTEXT_SHARE = 0.5  # lines next to a matching line
 CONTEXT_BEFORE = 3  # a matching line's heading or item name usually sits above it
 CONTEXT_AFTER = 1
-DECAY = 0.85  # each further line of a turn is worth this much of the one before
+DECAY = 0.93  # each further line of a turn is worth this much of the one before
 NAMED_DECAY = 0.97
 NOVELTY_FLOOR = 0.4  # a line that adds no new word keeps this share of its value
-MIN_VALUE = 0.02  # below this a line is not relevant: stop instead of padding
-HEADER_ACTION_CHARS = 160
+MIN_VALUE = 0.005  # below this a line is not relevant: stop instead of padding
+FLOOR_SCORE = 0.05  # a turn nothing points at, when something else is relevant
+HEADER_ACTION_CHARS = 240
 NAMED_SHARE = 0.8  # of the budget, at most, for the named turns together
 OTHER_SHARE = 0.35  # for any other turn
 GAP = "…"
@@ -54,7 +54,7 @@ GAP = "…"
 class Passage:
     turn: int
     text: str
-    tokens: int
+    tokens: int  # as counted while choosing (the context's own count is the one that holds)
     score: float
     why: str
 
@@ -100,7 +100,7 @@ def anchor_weights(anchors: Anchors, turns: Iterable[int]) -> dict[int, tuple[fl
 
 def select(index: TurnIndex, question: str, signals: Signals, budget: int) -> list[Passage]:
     """Passages (one per turn, by turn) whose rendering fits ``budget`` tokens."""
-    if budget <= 0 or not index.units:
+    if budget <= 0 or not index.turns:
         return []
     anchors = signals.anchors
     q = query_terms(anchors.without_refs(question))
@@ -116,7 +116,7 @@ def select(index: TurnIndex, question: str, signals: Signals, budget: int) -> li
         score[t] = score.get(t, 0.0) + LEXICAL_WEIGHT * s / top
         why.setdefault(t, "matches the question's words")
     for t, (w, reason) in signals.boosts.items():
-        if t in index.by_turn:
+        if t in index.actions:
             score[t] = score.get(t, 0.0) + w
             if t not in named:
                 why[t] = reason
@@ -132,42 +132,63 @@ def select(index: TurnIndex, question: str, signals: Signals, budget: int) -> li
     for t in score:
         score[t] /= peak
 
-    positions = [i for t in score for i in index.by_turn.get(t, [])]
-    line_lex = index.unit_scores(q, positions)
-    line_top = max(line_lex.values(), default=0.0) or 1.0
-    value: dict[int, float] = {}
+    # Only a turn the question's words occur in has lines they occur in.
+    line_lex = index.unit_scores(q, [t for t in lexical if score.get(t, 0.0) >= FLOOR_SCORE])
+    line_top = max((x for xs in line_lex.values() for x in xs), default=0.0) or 1.0
+    value: dict[Key, float] = {}
     for t, s in score.items():
-        units = index.by_turn.get(t, [])
-        hints = signals.hints.get(t, [])
-        for k, i in enumerate(units):
-            u = index.units[i]
-            own = line_lex.get(i, 0.0) / line_top
-            if hints and any(h and h in u.text for h in hints):
-                own = max(own, 0.8)
-            floor = ACTION_FLOOR if u.part == "action" else LINE_FLOOR
-            v = s * (floor + own)
-            value[i] = max(value.get(i, 0.0), v)
-            if own > 0.25:  # neighbours in the same part come along
-                for j in units[max(0, k - CONTEXT_BEFORE) : k + CONTEXT_AFTER + 1]:
-                    if index.units[j].part == u.part and j != i:
-                        near = s * (floor + CONTEXT_SHARE * own)
-                        value[j] = max(value.get(j, 0.0), near)
+        if s >= FLOOR_SCORE:
+            _value_lines(index, t, s, line_lex.get(t), line_top, signals.hints.get(t, []), value)
+    # Once something is relevant, every other turn is a candidate too, at the floor: after
+    # the relevant lines, the budget goes to the rest of the log (all of it, when it fits)
+    # rather than staying empty. Their lines are cut only if the budget gets that far.
+    rest = [t for t in index.turns if score.get(t, 0.0) < FLOOR_SCORE]
+    for t in rest:
+        score[t] = FLOOR_SCORE
+        why.setdefault(t, "more of the log")
+    return _fill(index, value, rest, score, why, named, budget)
 
-    return _fill(index, value, score, why, named, budget)
+
+Key = tuple[int, int]  # (turn, position of the line in the turn)
+
+
+def _value_lines(
+    index: TurnIndex,
+    t: int,
+    s: float,
+    lex: list[float] | None,
+    top: float,
+    hints: list[str],
+    value: dict[Key, float],
+) -> None:
+    """The value of each line of turn ``t`` (turn score ``s``) into ``value``."""
+    units = index.units_of(t)
+    for k, u in enumerate(units):
+        own = lex[k] / top if lex else 0.0
+        if hints and any(h in u.text for h in hints):
+            own = max(own, 0.8)
+        floor = ACTION_FLOOR if u.part == "action" else LINE_FLOOR
+        key = (t, k)
+        value[key] = max(value.get(key, 0.0), s * (floor + own))
+        if own > 0.25:  # neighbours in the same part come along
+            near = s * (floor + CONTEXT_SHARE * own)
+            for j in range(max(0, k - CONTEXT_BEFORE), min(len(units), k + CONTEXT_AFTER + 1)):
+                if j != k and units[j].part == u.part:
+                    value[(t, j)] = max(value.get((t, j), 0.0), near)
 
 
 def _fill(
     index: TurnIndex,
-    value: dict[int, float],
+    value: dict[Key, float],
+    rest: list[int],
     score: dict[int, float],
     why: dict[int, str],
     named: dict[int, tuple[float, str]],
     budget: int,
 ) -> list[Passage]:
-    named_turns = [t for t, (w, _) in named.items() if w >= 1.0]
+    named_turns = {t for t, (w, _) in named.items() if w >= 1.0}
     named_cap = max(int(budget * NAMED_SHARE / max(1, len(named_turns))), int(budget * 0.3))
     other_cap = int(budget * OTHER_SHARE)
-    rank = {i: k for units in index.by_turn.values() for k, i in enumerate(units)}
     chosen: dict[int, list[int]] = {}
     spent: dict[int, int] = {}
     shown: dict[str, int] = {}  # line text -> the turn it was first chosen for
@@ -175,77 +196,110 @@ def _fill(
     # Lazy greedy with diminishing returns per turn: each line taken from a turn makes its
     # next one worth a little less (less for a named turn), so the budget covers the turns
     # that answer rather than the longest of them. Equal values interleave turns (first
-    # lines of each turn, then second lines, ...).
-    # Novelty: a line whose words the context already has is worth less than one that adds
-    # new ones (a repeated log line, the same listing twice).
+    # lines of each turn, then second lines, ...). Novelty: a line whose words the context
+    # already has is worth less than one that adds new ones (a repeated log line).
     covered: set[str] = set()
-    heap = [(-v, rank[i], index.units[i].turn, i) for i, v in value.items() if v >= MIN_VALUE]
+    heap = [(-v, k, t) for (t, k), v in value.items() if v >= MIN_VALUE]
+    # The rest of the log enters by its headers; a turn's other lines (and the cost of
+    # cutting it into lines) follow only once its header is in.
+    pending = {t for t in rest if index.head_of(t) is not None}
+    for t in pending:
+        value[(t, 0)] = FLOOR_SCORE * ACTION_FLOOR
+        heap.append((-value[(t, 0)], 0, t))
+    for t in rest:
+        if t not in pending:  # no action: its lines enter at the floor right away
+            _value_lines(index, t, FLOOR_SCORE, None, 1.0, [], value)
+            heap += [(-v, j, t) for (tt, j), v in value.items() if tt == t]
     heapq.heapify(heap)
-    while heap:
-        neg, _, t, i = heapq.heappop(heap)
-        u = index.units[i]
-        header = u.part == "action" and index.by_turn[t][0] == i
-        taken = len(chosen.get(t, ()))
-        current = value[i] * (NAMED_DECAY if t in named_turns else DECAY) ** taken
+    over: list[tuple[float, int, int]] = []  # lines over their turn's share
+    capped = True
+    while heap or (capped and over):
+        if not heap:  # budget left after every turn had its share: the lines over it
+            capped = False
+            heap, over = over, []
+            heapq.heapify(heap)
+        neg, k, t = heapq.heappop(heap)
+        if t in pending:
+            head = index.head_of(t)
+            if head is None:
+                continue
+            u = head
+        else:
+            units = index.units_of(t)
+            if not units:
+                continue
+            u = units[k]
+        header = k == 0 and u.part == "action"
+        current = value[(t, k)] * (NAMED_DECAY if t in named_turns else DECAY) ** len(
+            chosen.get(t, ())
+        )
         if not header and u.tf:
             new = sum(1 for w in u.tf if w not in covered)
             current *= NOVELTY_FLOOR + (1 - NOVELTY_FLOOR) * new / len(u.tf)
         if current < -neg - 1e-9:
             if current >= MIN_VALUE:
-                heapq.heappush(heap, (-current, rank[i], t, i))
+                heapq.heappush(heap, (-current, k, t))
             continue
         key = u.text.strip()
         if not header and shown.get(key, t) != t:
             continue  # already shown for another turn
-        cap = named_cap if t in named_turns else other_cap
         opening = 0 if t in chosen else _header_tokens(index, t)
         # The first action line is the header itself; others may need a gap marker.
         cost = opening if header else opening + u.tokens + 1
-        if used + cost > budget or spent.get(t, 0) + cost > cap:
+        if used + cost > budget:
             continue
-        chosen.setdefault(t, []).append(i)
+        cap = named_cap if t in named_turns else other_cap
+        if capped and spent.get(t, 0) + cost > cap:
+            over.append((neg, k, t))  # a turn's share is a preference, not a wall
+            continue
+        chosen.setdefault(t, []).append(k)
         spent[t] = spent.get(t, 0) + cost
         used += cost
         shown.setdefault(key, t)
         covered.update(u.tf)
-    out = []
-    for t in sorted(chosen):
-        text = _render(index, t, sorted(chosen[t]))
-        out.append(Passage(t, text, count_tokens(text), score.get(t, 0.0), why.get(t, "")))
-    # Rendering joins pieces and drops unneeded gaps, so it never costs more than was counted;
-    # still, a budget is a promise: drop the weakest passages if it ever does.
-    while out and sum(p.tokens + 1 for p in out) > budget:
-        out.remove(min(out, key=lambda p: p.score))
-    return out
+        if t in pending:
+            pending.discard(t)
+            more: dict[Key, float] = {}
+            _value_lines(index, t, FLOOR_SCORE, None, 1.0, [], more)
+            for (_, j), v in more.items():
+                if j != k:
+                    value[(t, j)] = v
+                    heapq.heappush(heap, (-v, j, t))
+    return [
+        Passage(t, _render(index, t, sorted(ks)), spent[t], score.get(t, 0.0), why.get(t, ""))
+        for t, ks in sorted(chosen.items())
+    ]
 
 
 def _header(index: TurnIndex, t: int) -> str:
-    first = index.by_turn[t][0] if index.by_turn.get(t) else None
+    head = index.head_of(t)
     action = ""
-    if first is not None and index.units[first].part == "action":
-        action = index.units[first].text.strip()
+    if head is not None:
+        action = head.text.strip()
         if len(action) > HEADER_ACTION_CHARS:
             action = action[: HEADER_ACTION_CHARS - 1] + "…"
     return f"[turn {t}] action: {action}" if action else f"[turn {t}]"
 
 
 def _header_tokens(index: TurnIndex, t: int) -> int:
-    return count_tokens(_header(index, t)) + 1
+    cached = index.header_tokens.get(t)
+    if cached is None:
+        cached = index.header_tokens[t] = line_tokens(_header(index, t)) + 1
+    return cached
 
 
 def _render(index: TurnIndex, t: int, picked: list[int]) -> str:
-    units = index.by_turn[t]
+    units = index.units_of(t)
     lines = [_header(index, t)]
-    first = units[0] if units and index.units[units[0]].part == "action" else None
+    first = 0 if units and units[0].part == "action" else None
     wanted = set(picked) - {first}
+    extra_action = any(units[k].part == "action" for k in wanted)
     prev: Unit | None = None
-    prev_pos = units.index(first) if first is not None else -1
-    extra_action = any(index.units[i].part == "action" for i in wanted)
+    prev_pos = first if first is not None else -1
     shown_obs_label = False
-    for pos, i in enumerate(units):
-        if i not in wanted:
+    for pos, u in enumerate(units):
+        if pos not in wanted:
             continue
-        u = index.units[i]
         if u.part == "observation" and extra_action and not shown_obs_label:
             lines.append("observation:")
             shown_obs_label = True
