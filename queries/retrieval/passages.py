@@ -22,7 +22,7 @@ again, so a long list that every observation repeats costs its tokens once.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from trajgraph.queries.retrieval.anchors import Anchors
@@ -44,6 +44,9 @@ NAMED_DECAY = 0.97
 NOVELTY_FLOOR = 0.4  # a line that adds no new word keeps this share of its value
 MIN_VALUE = 0.005  # below this a line is not relevant: stop instead of padding
 FLOOR_SCORE = 0.05  # a turn nothing points at, when something else is relevant
+CANDIDATE_TEXT = 3  # lines are scored up front for turns holding this many budgets of text
+CHARS_PER_TOKEN = 4
+MIN_CANDIDATES = 8
 HEADER_ACTION_CHARS = 240
 NAMED_SHARE = 0.8  # of the budget, at most, for the named turns together
 OTHER_SHARE = 0.35  # for any other turn
@@ -132,21 +135,39 @@ def select(index: TurnIndex, question: str, signals: Signals, budget: int) -> li
     for t in score:
         score[t] /= peak
 
-    # Only a turn the question's words occur in has lines they occur in.
-    line_lex = index.unit_scores(q, [t for t in lexical if score.get(t, 0.0) >= FLOOR_SCORE])
+    # The best turns, up to a few times the budget's worth of text, have their lines scored
+    # now (only a turn the question's words occur in has lines they occur in); the others
+    # enter by their headers, and their lines are cut only if the budget gets that far.
+    ranked = sorted((t for t in score if score[t] >= FLOOR_SCORE), key=lambda t: -score[t])
+    room = budget * CANDIDATE_TEXT * CHARS_PER_TOKEN
+    now: list[int] = []
+    for t in ranked:
+        if room <= 0 and len(now) >= MIN_CANDIDATES:
+            break
+        now.append(t)
+        room -= len(index.actions[t]) + len(index.observations[t])
+    line_lex = index.unit_scores(q, [t for t in now if t in lexical])
     line_top = max((x for xs in line_lex.values() for x in xs), default=0.0) or 1.0
     value: dict[Key, float] = {}
-    for t, s in score.items():
-        if s >= FLOOR_SCORE:
-            _value_lines(index, t, s, line_lex.get(t), line_top, signals.hints.get(t, []), value)
+    for t in now:
+        _value_lines(index, t, score[t], line_lex.get(t), line_top, signals.hints.get(t, []), value)
+
+    def expand(t: int) -> dict[Key, float]:
+        lex = index.unit_scores(q, [t]).get(t) if t in lexical else None
+        more: dict[Key, float] = {}
+        _value_lines(index, t, score[t], lex, line_top, signals.hints.get(t, []), more)
+        return more
+
     # Once something is relevant, every other turn is a candidate too, at the floor: after
     # the relevant lines, the budget goes to the rest of the log (all of it, when it fits)
-    # rather than staying empty. Their lines are cut only if the budget gets that far.
-    rest = [t for t in index.turns if score.get(t, 0.0) < FLOOR_SCORE]
-    for t in rest:
-        score[t] = FLOOR_SCORE
-        why.setdefault(t, "more of the log")
-    return _fill(index, value, rest, score, why, named, budget)
+    # rather than staying empty.
+    for t in index.turns:
+        if score.get(t, 0.0) < FLOOR_SCORE:
+            score[t] = FLOOR_SCORE
+            why.setdefault(t, "more of the log")
+    scored = set(now)
+    later = [t for t in index.turns if t not in scored]
+    return _fill(index, value, later, expand, score, why, named, budget)
 
 
 Key = tuple[int, int]  # (turn, position of the line in the turn)
@@ -181,6 +202,7 @@ def _fill(
     index: TurnIndex,
     value: dict[Key, float],
     rest: list[int],
+    expand: Callable[[int], dict[Key, float]],
     score: dict[int, float],
     why: dict[int, str],
     named: dict[int, tuple[float, str]],
@@ -204,12 +226,13 @@ def _fill(
     # cutting it into lines) follow only once its header is in.
     pending = {t for t in rest if index.head_of(t) is not None}
     for t in pending:
-        value[(t, 0)] = FLOOR_SCORE * ACTION_FLOOR
+        value[(t, 0)] = score[t] * ACTION_FLOOR
         heap.append((-value[(t, 0)], 0, t))
     for t in rest:
-        if t not in pending:  # no action: its lines enter at the floor right away
-            _value_lines(index, t, FLOOR_SCORE, None, 1.0, [], value)
-            heap += [(-v, j, t) for (tt, j), v in value.items() if tt == t]
+        if t not in pending:  # no action: its lines enter right away
+            more = expand(t)
+            value.update(more)
+            heap += [(-v, j, tt) for (tt, j), v in more.items()]
     heapq.heapify(heap)
     over: list[tuple[float, int, int]] = []  # lines over their turn's share
     capped = True
@@ -259,9 +282,7 @@ def _fill(
         covered.update(u.tf)
         if t in pending:
             pending.discard(t)
-            more: dict[Key, float] = {}
-            _value_lines(index, t, FLOOR_SCORE, None, 1.0, [], more)
-            for (_, j), v in more.items():
+            for (_, j), v in expand(t).items():
                 if j != k:
                     value[(t, j)] = v
                     heapq.heappush(heap, (-v, j, t))
