@@ -290,24 +290,11 @@ class _Run:
         if "code" in decided.tools:
             counts.update(self._code(question, decided, scope, found, code, cypher_query))
             tools.append("code")
-        tables: list[aggregates.Table] = []
-        if index is not None:
-            phrases = [*aggregates.quoted_phrases(question), *decided.identifiers]
-
-            def graph_changes(a: int, b: int) -> aggregates.Table:
-                rows = self._read(
-                    cypher.STATE_CHANGES_BETWEEN, tuid=tuid, lo=a, hi=b, limit=MAX_CHANGE_ROWS
-                )
-                return aggregates.state_changes(rows, a, b, question)
-
-            wanted = decided.aggregates or aggregates.intents(question, named, phrases)
-            tables = aggregates.tables_for(
-                index, question, named, phrases, wanted, graph_changes=graph_changes
-            )
-            if tables:
-                counts["aggregates"] = [t.title for t in tables]
-                if "code" not in tools:
-                    tools.append("code")
+        tables = self._tables(question, decided, named, index, scope) if index else []
+        if tables:
+            counts["aggregates"] = [t.title for t in tables]
+            if "code" not in tools:
+                tools.append("code")
         items = self._hydrate(found)
         if not tuid:
             context, used = render_context(items, budget_tokens)
@@ -327,6 +314,29 @@ class _Run:
         )
         items = self._with_passages(items, built.passages, trajectory or "", tenant)
         return Retrieval(question, mode, route, tools, items, built.text, built.tokens, counts)
+
+    def _tables(
+        self,
+        question: str,
+        decided: router.Route,
+        named: Anchors,
+        index: TurnIndex,
+        scope: dict[str, Any],
+    ) -> list[aggregates.Table]:
+        """The offline aggregate tables the route asks for (the rules decide them when an
+        LLM routed): counts, occurrences, and changes read from SUPERSEDES chains."""
+        phrases = [*aggregates.quoted_phrases(question), *decided.identifiers]
+
+        def graph_changes(a: int, b: int) -> aggregates.Table:
+            rows = self._read(
+                cypher.STATE_CHANGES_BETWEEN, tuid=scope["tuid"], lo=a, hi=b, limit=MAX_CHANGE_ROWS
+            )
+            return aggregates.state_changes(rows, a, b, question)
+
+        wanted = decided.aggregates or aggregates.intents(question, named, phrases)
+        return aggregates.tables_for(
+            index, question, named, phrases, wanted, graph_changes=graph_changes
+        )
 
     def _turn_index(
         self, scope: dict[str, Any], fetched: dict[str, Any] | None = None

@@ -22,7 +22,7 @@ from functools import lru_cache
 from trajgraph.pipelines.tokens import count_tokens
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
-MAX_UNIT_CHARS = 400  # a longer line (JSON on one line, minified pages) is cut into pieces
+MAX_UNIT_CHARS = 200  # a longer line (JSON on one line, minified pages) is cut into pieces
 # Decoration: a run of one repeated character (==== rules, ____ headers, padding spaces
 # inside a line) costs tokens and says nothing; it is shown as a short run and "…".
 _RUN = re.compile(r"([=_\-*#~+.:|/\\ ])\1{15,}")
