@@ -56,7 +56,7 @@ MAX_CYPHER_ROWS = 1000
 MAX_NAMED = 6  # steps named in a question ("at step 412", "turns 8-9") taken as seeds
 ITEM_SHARE = 1 / 3  # no single item takes more than this share of the budget
 MAX_CHANGE_ROWS = 400  # states read for "what changed between step A and step B"
-TURN_CACHE_CHARS = 64_000_000  # text of trajectories kept indexed for line-level evidence
+TURN_CACHE_CHARS = 16_000_000  # text of trajectories kept cut into lines for evidence
 
 # Order in which items earn budget when not everything fits.
 _PRIORITY = {
