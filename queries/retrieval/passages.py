@@ -44,7 +44,7 @@ NAMED_DECAY = 0.97
 NOVELTY_FLOOR = 0.4  # a line that adds no new word keeps this share of its value
 MIN_VALUE = 0.005  # below this a line is not relevant: stop instead of padding
 FLOOR_SCORE = 0.05  # a turn nothing points at, when something else is relevant
-CANDIDATE_TEXT = 3  # lines are scored up front for turns holding this many budgets of text
+CANDIDATE_TEXT = 1.5  # lines are scored up front for turns holding this many budgets of text
 CHARS_PER_TOKEN = 4
 MIN_CANDIDATES = 8
 HEADER_ACTION_CHARS = 240
@@ -236,7 +236,18 @@ def _fill(
     heapq.heapify(heap)
     over: list[tuple[float, int, int]] = []  # lines over their turn's share
     capped = True
-    while heap or (capped and over):
+    opened: list[int] = []  # turns of the rest of the log whose header is in
+    while heap or opened or (capped and over):
+        if not heap and opened:
+            # The headers of the rest of the log are placed; their other lines (worth less
+            # than any header) are cut and offered only now, when there is room left.
+            for t in opened:
+                more = {(tt, j): v for (tt, j), v in expand(t).items() if j not in chosen[t]}
+                value.update(more)
+                heap += [(-v, j, tt) for (tt, j), v in more.items()]
+            opened = []
+            heapq.heapify(heap)
+            continue
         if not heap:  # budget left after every turn had its share: the lines over it
             capped = False
             heap, over = over, []
@@ -257,7 +268,7 @@ def _fill(
             chosen.get(t, ())
         )
         if not header and u.tf:
-            new = sum(1 for w in u.tf if w not in covered)
+            new = len(u.tf.keys() - covered)
             current *= NOVELTY_FLOOR + (1 - NOVELTY_FLOOR) * new / len(u.tf)
         if current < -neg - 1e-9:
             if current >= MIN_VALUE:
@@ -282,10 +293,13 @@ def _fill(
         covered.update(u.tf)
         if t in pending:
             pending.discard(t)
-            for (_, j), v in expand(t).items():
-                if j != k:
-                    value[(t, j)] = v
-                    heapq.heappush(heap, (-v, j, t))
+            if score[t] > FLOOR_SCORE:  # a relevant turn: its lines compete right away
+                for (_, j), v in expand(t).items():
+                    if j != k:
+                        value[(t, j)] = v
+                        heapq.heappush(heap, (-v, j, t))
+            else:
+                opened.append(t)
     return [
         Passage(t, _render(index, t, sorted(ks)), spent[t], score.get(t, 0.0), why.get(t, ""))
         for t, ks in sorted(chosen.items())
