@@ -351,9 +351,7 @@ class _Run:
         if fetched is None:
             rows = self._read(cypher.TRAJECTORY_VERSION, tuid=tuid)
             if not rows:
-                raise ConfigError(
-                    f"no trajectory {scope['trajectory']!r} in tenant {scope['tenant']!r}"
-                )
+                raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
             fetched = {"content_hash": rows[0]["content_hash"], "text": None}
         version = fetched["content_hash"]
         if version:
@@ -435,9 +433,7 @@ class _Run:
                 known=self._engine.cached_version(scope["tuid"]),
             )
             if not got:
-                raise ConfigError(
-                    f"no trajectory {scope['trajectory']!r} in tenant {scope['tenant']!r}"
-                )
+                raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
             rows = got[0]["top"]
             self._similar = {int(idx): float(score) for idx, score in got[0]["turns"]}
             index = self._turn_index(scope, got[0])
