@@ -87,7 +87,7 @@ def tenant(driver: neo4j.Driver, neo4j_settings: Settings) -> Iterator[str]:
 
 # The worker pool and the Prism job server live for one test module: a process left running
 # to the end of the session would still be a child of pytest when later tests check for
-# leaked children (tests/unit/test_sandbox.py).
+# leaked children (tests/unit/queries/test_sandbox.py).
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
+from tests.paths import ARTIFACTS
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
 from trajgraph.jobs import ingest
 from trajgraph.queries.why.chain import why_chain
 from trajgraph.queries.why.render import render_html
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 DEPTH = 6
 WINDOW = (1400, 900)
 TIMEOUT = 90  # seconds per Chromium run; a healthy run takes about one

@@ -1,6 +1,7 @@
 """trajgraph.jvm on its own: reading Java versions, choosing a Java for a stated need, and
 Maven fetches that hand every failure to the caller to word (the local server's and the Flink
-runner's wordings are tested in test_local_server.py and test_runners.py)."""
+runner's wordings are tested in tests/unit/graph/test_local_server.py and
+tests/unit/pipelines/test_runners.py)."""
 
 from __future__ import annotations
 

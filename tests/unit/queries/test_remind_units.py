@@ -68,7 +68,7 @@ class FakeMemory:
     def value_history(self, keys: list[str]) -> list[dict[str, Any]]:
         return [v for v in self.values if v["subject"] in keys or v["attribute"] in keys]
 
-    # No other runs here: cross-run lessons are tested in tests/integration/test_lessons.py.
+    # No other runs here: cross-run lessons are tested in tests/integration/queries/test_lessons.py.
     def signatures_at(self, turns: list[int]) -> list[dict[str, Any]]:
         return []
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.paths import AGENT_SESSIONS as CORPUS
+from tests.paths import REPO
 from trajgraph.graph import governance, ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.hooks.engine import HookEngine
@@ -29,11 +31,9 @@ from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.why.chain import why_chain
 from trajgraph.settings import Settings
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO.parent / "shared" / "corpora" / "agent-sessions"
 A758 = "a758b6ba-8d47-447c-bead-7f25794b7319"
 # trajectory id -> turns: every tool call of the main line and of each sub-agent (jq counts,
-# see tests/unit/test_agent_session_adapters.py)
+# see tests/unit/pipelines/test_agent_session_adapters.py)
 TURNS = {
     "0b6fff8a-4d86-4dbd-b022-9e7a745a9eae": 109,
     "0b6fff8a-4d86-4dbd-b022-9e7a745a9eae/agent-a959a4ebb78a20e7e": 13,

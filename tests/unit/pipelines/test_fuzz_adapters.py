@@ -113,7 +113,7 @@ def test_any_json_in_any_file_name_is_refused_cleanly(data: Any) -> None:
 
 
 def _real_logs() -> list[Path]:
-    from tests.conftest import SHARED
+    from tests.paths import SHARED
 
     return sorted(p for p in SHARED.rglob("*") if p.is_file() and p.suffix != ".md")
 

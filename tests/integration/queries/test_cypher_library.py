@@ -79,7 +79,7 @@ def _trajectory(id_: str, turns: list[tuple[str, str]]) -> dict[str, Any]:
         "source": "test_cypher_library",
         "format": "canonical",
         "outcome": "submitted",
-        "metadata": {"written_by": "tests/integration/test_cypher_library.py"},
+        "metadata": {"written_by": "tests/integration/queries/test_cypher_library.py"},
         "turns": [
             {"idx": i, "action": a, "observation": o, "actor": "agent"}
             for i, (a, o) in enumerate(turns)

@@ -46,12 +46,12 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from tests.integration.servers import (
-    REPO,
     Private,
     ServeProcess,
     private_neo4j_server,
     serve_process,
 )
+from tests.paths import REPO
 from trajgraph.graph import digest
 from trajgraph.graph import local_server as ls
 from trajgraph.graph.local_server import process as ls_process

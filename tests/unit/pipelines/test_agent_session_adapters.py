@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 
+from tests.paths import AGENT_SESSIONS as CORPUS
 from trajgraph.errors import InputError
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.claude_code import observation_text, render_action
 from trajgraph.schemas.trajectory import validate
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO.parent / "shared" / "corpora" / "agent-sessions"
 SID = "11111111-2222-3333-4444-555555555555"
 
 # session -> (main-line tool calls, {agent id: tool calls})

@@ -1,6 +1,6 @@
 """graph.local_server without a server: config and pom text, the Java a Neo4j version needs,
 missing-tool errors, status and stop when nothing runs (Java and Maven themselves:
-test_jvm.py)."""
+tests/unit/trajgraph/test_jvm.py)."""
 
 from __future__ import annotations
 

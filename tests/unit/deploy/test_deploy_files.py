@@ -25,12 +25,12 @@ import pytest
 import yaml
 from apache_beam.version import __version__ as BEAM_VERSION
 
+from tests.paths import REPO
 from trajgraph import cli
 from trajgraph.jobs import ingest as ingest_mod
 from trajgraph.jobs import stream as stream_mod
 from trajgraph.jobs import summary as summary_mod
 
-REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = DEPLOY / "docker-compose.yml"

@@ -30,6 +30,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tests.paths import REPO
 from trajgraph.graph import cypher, governance
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
@@ -39,8 +40,6 @@ from trajgraph.pipelines.adapters.base import Located
 from trajgraph.pipelines.streaming import WriteNewestVersions
 from trajgraph.pipelines.transforms import ExtractTrajectoryFn, WriteGraphFn
 from trajgraph.settings import Settings
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _prism(endpoint: str, *more: str) -> list[str]:

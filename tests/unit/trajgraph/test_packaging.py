@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
 STAGES = ("pipelines", "extractors", "schemas", "graph", "queries")
 
 

@@ -33,7 +33,8 @@ from typing import Any
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.integration.servers import REPO, Private
+from tests.integration.servers import Private
+from tests.paths import REPO
 from trajgraph.graph import digest, governance
 from trajgraph.graph import local_server as ls
 from trajgraph.graph.local_server import process as ls_process

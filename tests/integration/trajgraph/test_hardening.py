@@ -35,7 +35,8 @@ import neo4j
 import pytest
 from mcp import Client
 
-from tests.integration.servers import REPO, ServeProcess, serve_process
+from tests.integration.servers import ServeProcess, serve_process
+from tests.paths import REPO
 from trajgraph.client import TrajGraph
 from trajgraph.graph import governance
 from trajgraph.jobs import ingest

@@ -28,6 +28,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.paths import REPO
 from trajgraph.graph import cypher, governance
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
@@ -35,7 +36,6 @@ from trajgraph.pipelines import runners
 from trajgraph.pipelines.streaming import AssembleTrajectoryFn, Line, parse_event
 from trajgraph.settings import Settings
 
-REPO = Path(__file__).resolve().parents[2]
 PORTABLE = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
 LOOPBACK = [*PORTABLE, "--environment_type", "LOOPBACK"]
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.servers import REPO, Private, serve_in_thread
+from tests.integration.servers import Private, serve_in_thread
+from tests.paths import REPO
 from trajgraph.api import create_app
 from trajgraph.jobs import ingest
 
