@@ -25,9 +25,8 @@ run's cache file, so its own ingest does not embed again what the timed run embe
     python -m bench.embed_ingest [--data ../shared/ama-dev] [--embedders local-uncached static]
         [--budget 2000] [--no-quality] [--port 7698]
 
-Quality before and after issue 15: the episodes are read with the harness's own
-``load_episodes`` when it accepts AMA-Bench files as they are (issue 15), else converted here
-in memory (never written to the repository).
+Quality: the episodes are read as `trajgraph eval` reads them (AMA-Bench files as they are,
+trajgraph.evaluation.episodes) and scored by the harness's answer-term coverage.
 """
 
 from __future__ import annotations
@@ -63,9 +62,6 @@ EMBEDDERS: dict[str, dict[str, str]] = {
     "hash": {"TRAJGRAPH_EMBEDDER": "hash"},
 }
 METHODS = ("trajgraph_auto", "trajgraph_embedding")
-# AMA-Bench's QA types (the folder's README): A recall, B causal inference, C state
-# updating, D state abstraction.
-CAPABILITIES = {"A": "recall", "B": "causal", "C": "state_updating", "D": "state_abstraction"}
 CHILD_TIMEOUT_S = 3600.0
 RESET = "MATCH (n) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*) AS n"
 DROP_VECTOR_INDEX = {
@@ -78,41 +74,11 @@ def episode_files(data: Path) -> list[Path]:
     return sorted(p for p in data.glob("*.json") if p.is_file())
 
 
-def convert(path: Path) -> dict[str, Any]:
-    """One AMA-Bench episode file → the harness's episode shape (in memory only)."""
-    ep = json.loads(path.read_text(encoding="utf-8"))
-    return {
-        "id": path.stem,
-        "task": str(ep.get("task") or ""),
-        "turns": [
-            {"idx": i, "action": str(s.get("action") or ""), "observation": _text(s)}
-            for i, s in enumerate(ep["trajectory"])
-        ],
-        "qa_pairs": [
-            {
-                "question": q["question"],
-                "answer": str(q["answer"]),
-                "type": CAPABILITIES.get(str(q.get("type")), str(q.get("type") or "other")),
-            }
-            for q in ep["qa_pairs"]
-        ],
-    }
-
-
-def _text(step: dict[str, Any]) -> str:
-    obs = step.get("observation")
-    return obs if isinstance(obs, str) else json.dumps(obs, ensure_ascii=False)
-
-
 def load_episodes(files: list[Path]) -> list[dict[str, Any]]:
-    """The harness's loader when it reads AMA-Bench files as they are, else converted here."""
-    from trajgraph.errors import TrajgraphError
-    from trajgraph.evaluation import harness
+    """The episodes as the evaluation reads them (AMA-Bench files as they are)."""
+    from trajgraph.evaluation.episodes import load_episodes as load
 
-    try:
-        return list(harness.load_episodes([str(f) for f in files]))
-    except (TrajgraphError, KeyError, TypeError):
-        return [convert(f) for f in files]
+    return load([str(f) for f in files])
 
 
 def coverage_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -41,6 +41,7 @@ MAX_FILES = 3
 MAX_VALUES = 6
 MAX_LINES_EACH = 5
 MAX_OUTPUT_LINES = 5
+MAX_RESULT_COMMAS = 4
 # Commands whose output is content (a file, a listing, search hits), not a result.
 _VIEWER_WORDS = (
     "cat nl head tail less more sed awk grep rg ls find tree open view read goto scroll_up "
@@ -142,11 +143,23 @@ _NEW_STR = re.compile(r"<new_str>\n[ \t]*([^\s<][^\n\r]*)")
 _CMD_SEPARATOR = re.compile(r"&&|\|\||[;|]")
 
 # --- key/value fields --------------------------------------------------------------------------
+# A key is one identifier, or up to three words ("Moves Left: 48", "Last Action: up").
 _KV_LINE = re.compile(
-    r"^[ \t]*(?:[-*][ \t]+)?([A-Za-z_][\w.-]{0,48}\w)[ \t]*(?:=|:[ \t])[ \t]*(\S[^\n]{0,150}?)"
-    r"[ \t\r]*,?[ \t\r]*$",
+    r"^[ \t]*(?:[-*][ \t]+)?([A-Za-z_](?:[\w.-]{0,47}\w)?(?: [A-Za-z][\w-]{0,19}){0,2})"
+    r"[ \t]*(?:=|:[ \t])[ \t]*(\S[^\n]{0,150}?)[ \t\r]*,?[ \t\r]*$",
     re.M,
 )
+# A field whose value is a list or an object ('board': [[0, 2], [4, 0]]): the bracketed value.
+_BRACKET_FIELD = re.compile(r"([\"'])([A-Za-z_][\w .-]{0,48})\1[ \t]*:[ \t]*(?=[\[{])")
+MAX_BRACKET_VALUE = 300
+# An item of a list that measures or places something: "- tree 6 steps to your south-east",
+# "rule `is` 3 step to the left", "ball 2 step up". The name is the subject, the rest its value.
+_ITEM_LINE = re.compile(
+    r"^[ \t]*(?:[-*\u2022][ \t]+)?((?:[A-Za-z`'\"][\w`'\".-]*[ \t]+){0,3}?[A-Za-z`'\"][\w`'\".-]*)"
+    r"[ \t]+(\d[^\n]{0,120}?)[ \t\r]*$",
+    re.M,
+)
+MAX_ITEM_WORDS = 14
 _JSON_FIELD = re.compile(
     r"\"([A-Za-z_][\w .-]{0,48})\"[ \t]*:[ \t]*(?:\"((?:[^\"\\\n]|\\.){1,200})\""
     r"|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)\b)"
@@ -172,6 +185,8 @@ _DIFF_FILE = re.compile(r"^\+\+\+ (?:b/)?(\S+)|^diff --git a/\S+ b/(\S+)")
 _BOILERPLATE = re.compile(r"^</?\w+>(?:[^<]*</\w+>)?$|^\[[^\]]*\]$|^\[\.\.\. trajgraph: ")
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 _NUMBER_PREFIX = re.compile(r"^\d+(?::|\t|\u2192)")
+_ELEMENT_ID = re.compile(r"^\[\d+\]")  # an accessibility tree's element id: [1483] link '...'
+_HEADING = re.compile(r"^[A-Za-z][\w '()-]{0,40}:$")  # "Objects on the map:", "Board:"
 
 
 class HeuristicExtractor(WindowByWindow):
@@ -417,7 +432,9 @@ def _fields(text: str) -> list[tuple[int, str, str]]:
         key, value = m.group(1), m.group(2)
         if (
             key in _KV_STOP
+            or key.split(" ", 1)[0] in _KV_STOP
             or _ERRORISH_KEY.search(key)
+            or (" " in key and _EXIT_CODE.search(m.group(0)))  # an exit code has its own rule
             or value.endswith(("(", "[", "{", "\\", ",", ":"))
             or _CALL_IN_VALUE.search(value)
         ):
@@ -429,8 +446,49 @@ def _fields(text: str) -> list[tuple[int, str, str]]:
         for m in rx.finditer(text):
             value = m.group(2) if m.group(2) is not None else m.group(3)
             found.append((m.start(1), m.group(1), value))
+    if "[" in text or "{" in text:
+        for m in _BRACKET_FIELD.finditer(text):
+            value = _bracketed(text, m.end())
+            if value is not None:
+                found.append((m.start(2), m.group(2), value))
+    found += _items(text)
     found.sort()
     return found
+
+
+def _bracketed(text: str, start: int) -> str | None:
+    """The balanced [...] or {...} starting at ``start`` (on one line, short), else None."""
+    depth = 0
+    for i in range(start, min(len(text), start + MAX_BRACKET_VALUE)):
+        c = text[i]
+        if c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+        elif c == "\n":
+            return None
+    return None
+
+
+def _items(text: str) -> list[tuple[int, str, str]]:
+    """Items of a list (two or more such lines in a row) that measure or place a named thing:
+    the name is the key, the measure its value."""
+    out: list[tuple[int, str, str]] = []
+    run: list[tuple[int, str, str]] = []
+    last_end = -2
+    for m in _ITEM_LINE.finditer(text):
+        name, value = m.group(1).strip(), m.group(2)
+        if len(m.group(0).split()) > MAX_ITEM_WORDS or name.split(" ", 1)[0] in _KV_STOP:
+            continue
+        if text.count("\n", last_end + 1, m.start()) > 1 if last_end >= 0 else False:
+            out += run if len(run) >= 2 else []
+            run = []
+        run.append((m.start(1), name, value))
+        last_end = m.end()
+    out += run if len(run) >= 2 else []
+    return out
 
 
 def _first_values(fields: Iterable[tuple[int, str, str]]) -> dict[str, str]:
@@ -459,7 +517,11 @@ def _output(obs: str, cmd: str, action: str) -> list[_Draft]:
         return []  # a chat message answered by a user, or source code shown
     if any(c.split()[0].rsplit("/", 1)[-1] in _VIEWERS for c in commands):
         return []  # the last line of a file or a listing is not a result
-    return [_Draft("status", cmd, "output", truncate_words(lines[-1], MAX_VALUE_CHARS))]
+    # The result is the last line, unless that is an enumeration (a menu of next actions,
+    # a list of names) and an earlier line says what happened.
+    said = [x for x in lines if x.count(",") <= MAX_RESULT_COMMAS]
+    line = said[-1] if said else lines[-1]
+    return [_Draft("status", cmd, "output", truncate_words(line, MAX_VALUE_CHARS))]
 
 
 def _value_changes(prev: str, obs: str, shown: str | None = None) -> list[_Draft]:
@@ -540,12 +602,55 @@ def _line_changes(prev: str, obs: str, cmd: str) -> list[_Draft]:
     # Only two views of the same list (ls before/after, a file shown twice) are comparable.
     if shared < 2 or shared * 2 < min(len(cur_set), len(old_set)):
         return []
-    added = _unique(line for line in cur if line not in old_set)[:MAX_LINES_EACH]
-    removed = _unique(line for line in old if line not in cur_set)[:MAX_LINES_EACH]
+    # Lines that are fields ("Moves Left: 48", "tree 6 steps east") are values of their key,
+    # with a history of their own: not members of a list.
+    fields = _field_lines(obs) | _field_lines(prev)
+    added = _unique(x for x in cur if x not in old_set and x not in fields)[:MAX_LINES_EACH]
+    removed = _unique(x for x in old if x not in cur_set and x not in fields)[:MAX_LINES_EACH]
+    now, before = _line_subjects(obs, cmd), _line_subjects(prev, cmd)
     return [
-        *(_Draft("line_added", cmd, "line", truncate_words(v, MAX_VALUE_CHARS)) for v in added),
-        *(_Draft("line_removed", cmd, "line", truncate_words(v, MAX_VALUE_CHARS)) for v in removed),
+        *(
+            _Draft("line_added", now.get(v, cmd), "line", truncate_words(v, MAX_VALUE_CHARS))
+            for v in added
+        ),
+        *(
+            _Draft("line_removed", before.get(v, cmd), "line", truncate_words(v, MAX_VALUE_CHARS))
+            for v in removed
+        ),
     ]
+
+
+def _field_lines(text: str) -> set[str]:
+    """The (stripped) lines of ``text`` that hold a key=value field or a list item."""
+    out: set[str] = set()
+    for pos, _key, _value in _fields(text):
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        out.add(text[start : end if end >= 0 else len(text)].strip())
+    return out
+
+
+def _line_subjects(text: str, cmd: str) -> dict[str, str]:
+    """What each content line belongs to: the element it describes (an accessibility tree's
+    ``[1483] link '...'`` is element ``[1483]``), else the heading it sits under ("Objects on
+    the map:", "Board:"), else the command that printed it."""
+    out: dict[str, str] = {}
+    heading = cmd
+    for raw in text.splitlines():
+        line = raw.strip()
+        numbered = _NUMBER_PREFIX.match(line)
+        if numbered is not None:
+            line = line[numbered.end() :].strip()
+        if not line:
+            continue
+        element = _ELEMENT_ID.match(line)
+        if element is not None:
+            out.setdefault(line, element.group(0))
+        elif _HEADING.match(line):
+            heading = line[:-1].strip()
+        else:
+            out.setdefault(line, heading)
+    return out
 
 
 def _diff_lines(obs: str, cmd: str) -> list[_Draft]:

@@ -332,6 +332,31 @@ LIMIT $k
 RETURN n.uid AS uid, score
 """
 
+# A trajectory read as a whole (auto mode), in one round trip: the same scan, plus every
+# turn's similarity (a signal that ranks the turn's lines), the trajectory's content hash,
+# and its turns' text unless the caller already holds that version ($known).
+TRAJECTORY_SEEDS_AND_TURNS = """
+MATCH (tr:Trajectory {uid: $tuid})
+CALL (tr) {
+  CALL () {
+    MATCH (n:State {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+    UNION ALL
+    MATCH (n:Turn {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+  }
+  WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
+  ORDER BY score DESC
+  RETURN collect({uid: n.uid, score: score, idx: CASE WHEN n:Turn THEN n.idx END}) AS ranked
+}
+RETURN tr.content_hash AS content_hash, ranked[0..$k] AS top,
+       [x IN ranked WHERE x.idx IS NOT NULL | [x.idx, x.score]] AS turns,
+       CASE WHEN tr.content_hash IS NOT NULL AND tr.content_hash = $known THEN null
+            ELSE COLLECT {
+              MATCH (t:Turn {trajectory_uid: $tuid})
+              RETURN {idx: t.idx, action: t.action, observation: t.observation} AS turn
+              ORDER BY turn.idx
+            } END AS text
+"""
+
 _SEEDS = """
 UNWIND $uids AS uid
 CALL (uid) {
@@ -400,6 +425,21 @@ MATCH (o:State {trajectory_uid: s.trajectory_uid, subject: s.subject, attribute:
 RETURN DISTINCT o.uid AS uid, s.uid AS via
 """
 
+# What changed in turns ($lo, $hi]: states that replaced an earlier value of their subject
+# (SUPERSEDES with another value), and list members that appeared or went away.
+STATE_CHANGES_BETWEEN = """
+MATCH (s:State {trajectory_uid: $tuid})
+WHERE s.turn > $lo AND s.turn <= $hi
+OPTIONAL MATCH (s)-[:SUPERSEDES]->(o:State)
+WITH s, o
+WHERE (o IS NOT NULL AND o.value <> s.value)
+   OR (o IS NULL AND s.kind IN ['line_added', 'line_removed'])
+RETURN s.subject AS subject, s.attribute AS attribute, s.kind AS kind, s.value AS value,
+       s.turn AS turn, o.value AS old_value, o.turn AS old_turn
+ORDER BY turn, subject, attribute, value
+LIMIT $limit
+"""
+
 # The index spans tenants: `raw` (hits before the tenant filter) tells the caller whether
 # other tenants' hits filled the fetch, so that it can fetch more.
 FULLTEXT_HITS = """
@@ -438,6 +478,17 @@ ORDER BY idx
 
 TRAJECTORY_EXISTS = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.id AS id LIMIT 1"
 TURN_EXISTS = "MATCH (t:Turn {uid: $turn_uid}) RETURN t.idx AS idx LIMIT 1"
+
+# The version of a trajectory's text (null while it is being rewritten): the retrieval
+# engine keeps a trajectory's turns indexed by line until this changes.
+TRAJECTORY_VERSION = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.content_hash AS content_hash"
+
+# Every turn's text, for line-level evidence and aggregates over a whole trajectory.
+TRAJECTORY_TURN_TEXT = """
+MATCH (t:Turn {trajectory_uid: $tuid})
+RETURN t.idx AS idx, t.action AS action, t.observation AS observation
+ORDER BY idx
+"""
 
 # -- governance: deleting exactly one trajectory, one source file or one tenant ---------------
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -32,7 +34,10 @@ from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
-from trajgraph.queries.retrieval import router
+from trajgraph.queries.retrieval import aggregates, router
+from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
+from trajgraph.queries.retrieval.context import build_context
+from trajgraph.queries.retrieval.lexical import TurnIndex
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -48,9 +53,10 @@ FULLTEXT_FETCH_MAX = 100_000
 VECTOR_FETCH_MAX = 10_000
 CYPHER_TIMEOUT_S = 5.0
 MAX_CYPHER_ROWS = 1000
-MAX_NAMED = 4  # turns named in a question ("at turn 412") taken as seeds
-_NAMED_TURN = re.compile(r"\bturns?\s+#?(\d{1,7})\b", re.IGNORECASE)
+MAX_NAMED = 6  # steps named in a question ("at step 412", "turns 8-9") taken as seeds
 ITEM_SHARE = 1 / 3  # no single item takes more than this share of the budget
+MAX_CHANGE_ROWS = 400  # states read for "what changed between step A and step B"
+TURN_CACHE_CHARS = 16_000_000  # text of trajectories kept cut into lines for evidence
 
 # Order in which items earn budget when not everything fits.
 _PRIORITY = {
@@ -64,6 +70,7 @@ _PRIORITY = {
     "keyword": 7,
     "superseded": 8,
     "assoc": 9,
+    "lexical": 10,  # a turn the question's words match (line-level evidence)
 }
 
 
@@ -116,6 +123,10 @@ class Retriever:
         self.llm = llm
         self.query_timeout_s = query_timeout_s
         self._space_ok = False
+        # Trajectories' turns cut into scored lines, by trajectory uid, with the content hash
+        # they were built from: a question about the same trajectory version reuses them.
+        self._turns: OrderedDict[str, tuple[str, TurnIndex]] = OrderedDict()
+        self._turns_lock = threading.Lock()
 
     def retrieve(
         self,
@@ -165,6 +176,28 @@ class Retriever:
         """Whether anything was embedded (and so the vector indexes exist)."""
         return self._space_ok
 
+    def cached_version(self, tuid: str) -> str | None:
+        with self._turns_lock:
+            hit = self._turns.get(tuid)
+            return hit[0] if hit is not None else None
+
+    def cached_turns(self, tuid: str, content_hash: str) -> TurnIndex | None:
+        with self._turns_lock:
+            hit = self._turns.get(tuid)
+            if hit is None or hit[0] != content_hash:
+                return None
+            self._turns.move_to_end(tuid)
+            return hit[1]
+
+    def cache_turns(self, tuid: str, content_hash: str, index: TurnIndex) -> None:
+        with self._turns_lock:
+            self._turns[tuid] = (content_hash, index)
+            self._turns.move_to_end(tuid)
+            while len(self._turns) > 1 and (
+                sum(i.chars for _, i in self._turns.values()) > TURN_CACHE_CHARS
+            ):
+                self._turns.popitem(last=False)
+
 
 class _Run:
     """The state of one ``retrieve`` call: its session, and what it found so far."""
@@ -175,6 +208,9 @@ class _Run:
         self._embedder = engine.embedder
         self._llm = engine.llm
         self._history_asked = False
+        self._turn_text: dict[str, tuple[str, str]] = {}  # turn uid -> (action, observation)
+        self._states: dict[str, tuple[str, str, str]] = {}  # uid -> (subject, attribute, value)
+        self._similar: dict[int, float] = {}  # turn -> similarity to the question
 
     def go(
         self,
@@ -194,15 +230,23 @@ class _Run:
         tools: list[str] = []
         route = f"mode {mode}"
         scope = {"tenant": tenant, "trajectory": trajectory, "tuid": tuid}
+        named = find_anchors(question) if tuid else Anchors()
+        # auto reads the whole trajectory (cached per version): line-level evidence, named
+        # steps and aggregates need every turn, not only what the seeds found. With vectors
+        # the text comes with the seeds (one round trip), else on its own.
+        whole = bool(tuid) and mode == "auto"
+        index: TurnIndex | None = None
+        if whole and not self._engine.has_vectors:
+            index = self._turn_index(scope)
 
         anchors = (
-            self._named_turns(question, tenant, trajectory or "", found)
+            self._named_turns(named, tenant, trajectory or "", found)
             if tuid and mode in ("auto", "graph")
             else []
         )
         if mode in ("auto", "embedding", "graph"):
             if self._engine.has_vectors:
-                self._seeds(question, scope, k, found)
+                index = self._seeds(question, scope, k, found, whole=whole) or index
                 tools.append("embedding")
             else:
                 # Ingested with --embedder none: full-text hits stand in for similarity seeds.
@@ -212,7 +256,12 @@ class _Run:
                 tools.append("keyword")
         # An unknown trajectory is an error, not an empty answer; checked only when the
         # seeds found nothing, to save a round trip on every good question.
-        if tuid and not found and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
+        if (
+            tuid
+            and index is None
+            and not found
+            and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid)
+        ):
             raise NotFoundError("trajectory", trajectory or "", tenant=tenant)
         if mode == "auto":
             decided = self._route(question, found, trajectory is not None)
@@ -244,28 +293,162 @@ class _Run:
         if "code" in decided.tools:
             counts.update(self._code(question, decided, scope, found, code, cypher_query))
             tools.append("code")
+        tables = self._tables(question, decided, named, index, scope) if index else []
+        if tables:
+            counts["aggregates"] = [t.title for t in tables]
+            if "code" not in tools:
+                tools.append("code")
         items = self._hydrate(found)
-        context, used = render_context(items, budget_tokens)
-        return Retrieval(question, mode, route, tools, items, context, used, counts)
+        if not tuid:
+            context, used = render_context(items, budget_tokens)
+            return Retrieval(question, mode, route, tools, items, context, used, counts)
+        if index is None:  # a single mode: the turns it found, and its states' lines
+            index = TurnIndex.build(self._found_turns(items))
+        built = build_context(
+            question,
+            items,
+            index,
+            named,
+            tables,
+            budget_tokens,
+            states=self._states,
+            similar=self._similar,
+            values=self._history_asked,
+        )
+        items = self._with_passages(items, built.passages, trajectory or "", tenant)
+        return Retrieval(question, mode, route, tools, items, built.text, built.tokens, counts)
+
+    def _tables(
+        self,
+        question: str,
+        decided: router.Route,
+        named: Anchors,
+        index: TurnIndex,
+        scope: dict[str, Any],
+    ) -> list[aggregates.Table]:
+        """The offline aggregate tables the route asks for (the rules decide them when an
+        LLM routed): counts, occurrences, and changes read from SUPERSEDES chains."""
+        phrases = [*aggregates.quoted_phrases(question), *decided.identifiers]
+
+        def graph_changes(a: int, b: int) -> aggregates.Table:
+            rows = self._read(
+                cypher.STATE_CHANGES_BETWEEN, tuid=scope["tuid"], lo=a, hi=b, limit=MAX_CHANGE_ROWS
+            )
+            return aggregates.state_changes(rows, a, b, question)
+
+        wanted = decided.aggregates or aggregates.intents(question, named, phrases)
+        return aggregates.tables_for(
+            index, question, named, phrases, wanted, graph_changes=graph_changes
+        )
+
+    def _turn_index(
+        self, scope: dict[str, Any], fetched: dict[str, Any] | None = None
+    ) -> TurnIndex:
+        """Every turn of the trajectory as scored lines, from the engine's cache while the
+        trajectory's content hash is unchanged. ``fetched``: a row that already holds the
+        content hash and, unless the cached version is current, the turns' text."""
+        tuid = scope["tuid"]
+        if fetched is None:
+            rows = self._read(cypher.TRAJECTORY_VERSION, tuid=tuid)
+            if not rows:
+                raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
+            fetched = {"content_hash": rows[0]["content_hash"], "text": None}
+        version = fetched["content_hash"]
+        if version:
+            cached = self._engine.cached_turns(tuid, version)
+            if cached is not None:
+                return cached
+        turns = fetched["text"]
+        if turns is None:
+            turns = self._read(cypher.TRAJECTORY_TURN_TEXT, tuid=tuid)
+        index = TurnIndex.build(turns)
+        if version:  # no hash: a write in progress or failed; do not keep it
+            self._engine.cache_turns(tuid, version, index)
+        return index
+
+    def _found_turns(self, items: list[Evidence]) -> list[dict[str, Any]]:
+        """Turns of what a single mode found: their text when a turn was found, else the
+        lines of the states found on them."""
+        turns: dict[int, dict[str, Any]] = {}
+        for e in items:
+            if e.turn is None:
+                continue
+            if e.kind == "turn" and e.uid in self._turn_text:
+                action, observation = self._turn_text[e.uid]
+                turns[e.turn] = {"idx": e.turn, "action": action, "observation": observation}
+        for e in items:
+            if e.kind == "state" and e.turn is not None and e.turn not in turns:
+                turns[e.turn] = {"idx": e.turn, "action": "", "observation": "", "lines": []}
+            if e.kind == "state" and e.turn is not None and "lines" in turns[e.turn]:
+                turns[e.turn]["lines"].append(re.sub(r" \(turn \d+\)$", "", e.text))
+        for t in turns.values():
+            if "lines" in t:
+                t["observation"] = "\n".join(dict.fromkeys(t.pop("lines")))
+        return [turns[i] for i in sorted(turns)]
+
+    def _with_passages(
+        self, items: list[Evidence], passages: Sequence[Any], trajectory: str, tenant: str
+    ) -> list[Evidence]:
+        """The found items, plus the turns the context shows that nothing else found."""
+        have = {e.turn for e in items if e.kind == "turn"}
+        extra = [
+            Evidence(
+                uid=ids.turn_uid(tenant, trajectory, p.turn),
+                kind="turn",
+                trajectory_id=trajectory,
+                turn=p.turn,
+                text=p.text,
+                why=p.why or "matches the question",
+                score=p.score,
+                source="lexical",
+            )
+            for p in passages
+            if p.turn not in have
+        ]
+        return sorted(
+            [*items, *extra],
+            key=lambda e: (e.turn if e.turn is not None else 1 << 30, e.kind, e.uid),
+        )
 
     # -- seeds ------------------------------------------------------------------------------
 
     def _seeds(
-        self, question: str, scope: dict[str, Any], k: int, found: dict[str, Evidence]
-    ) -> None:
+        self,
+        question: str,
+        scope: dict[str, Any],
+        k: int,
+        found: dict[str, Evidence],
+        whole: bool = False,
+    ) -> TurnIndex | None:
+        """The top-k similar states and turns; with ``whole`` (a trajectory read as a whole)
+        also every turn's similarity, kept for ranking lines, and the trajectory's turns."""
         vector = self._embedder.embed([question])[0]
-        if scope["tuid"]:
+        index = None
+        if scope["tuid"] and whole:
+            got = self._read(
+                cypher.TRAJECTORY_SEEDS_AND_TURNS,
+                tuid=scope["tuid"],
+                vector=vector,
+                k=k,
+                known=self._engine.cached_version(scope["tuid"]),
+            )
+            if not got:
+                raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
+            rows = got[0]["top"]
+            self._similar = {int(idx): float(score) for idx, score in got[0]["turns"]}
+            index = self._turn_index(scope, got[0])
+        elif scope["tuid"]:
             rows = self._read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], vector=vector, k=k)
         else:
             rows = []
-            for index in cypher.VECTOR_INDEXES:
+            for vector_index in cypher.VECTOR_INDEXES:
                 # The index spans tenants: when other tenants' nodes crowd ours out of the
                 # over-fetch, fetch more (up to the cap) before settling for fewer than k.
                 fetch = min(k * FETCH_FACTOR, VECTOR_FETCH_MAX)
                 while True:
                     got = self._read(
                         cypher.VECTOR_TOP_K,
-                        index=index,
+                        index=vector_index,
                         fetch=fetch,
                         vector=vector,
                         tenant=scope["tenant"],
@@ -278,13 +461,22 @@ class _Run:
             rows = sorted(rows, key=lambda r: -r["score"])[:k]
         for r in rows:
             _add(found, r["uid"], "seed", f"seed (similarity {r['score']:.2f})", r["score"])
+        return index
 
     def _named_turns(
-        self, question: str, tenant: str, trajectory: str, found: dict[str, Evidence]
+        self,
+        anchors: Anchors,
+        tenant: str,
+        trajectory: str,
+        found: dict[str, Evidence],
     ) -> list[str]:
-        """ "Why did X fail at turn 412?": the turn the question names, and what it produced,
-        are better seeds than anything similarity finds (a long run has many look-alikes)."""
-        idxs = list(dict.fromkeys(int(m) for m in _NAMED_TURN.findall(question)))[:MAX_NAMED]
+        """ "Why did X fail at step 412?": the steps the question names, and what they
+        produced, are better seeds than anything similarity finds (a long run has many
+        look-alikes)."""
+        idxs = list(anchors.points)
+        for lo, hi in anchors.ranges:
+            idxs += [lo, hi]
+        idxs = list(dict.fromkeys(idxs))[:MAX_NAMED]
         if not idxs:
             return []
         uids = [ids.turn_uid(tenant, trajectory, i) for i in idxs]
@@ -423,8 +615,12 @@ class _Run:
             return self._cypher(cypher_query, scope, found)
         if not scope["tuid"]:
             raise ConfigError("code over turns needs a trajectory (--trajectory)")
-        program = code or route.code or router.offline_code(question, route.identifiers)
+        program: str | None = code or route.code
+        if not program and (not route.aggregates or router.is_count(question)):
+            program = router.offline_code(question, route.identifiers)
         if not program:
+            if route.aggregates:  # the offline tables answer it (see go)
+                return {}
             return {"code_error": "no program: pass code, or configure an LLM to write it"}
         from trajgraph.queries.sandbox import run_python
 
@@ -502,6 +698,14 @@ class _Run:
                 e.turn = r["turn"]
                 e.text = _node_text(r)
                 e.current = r["current"]
+                if r["kind"] == "turn":
+                    self._turn_text[e.uid] = (r["action"] or "", r["observation"] or "")
+                elif r["kind"] == "state":
+                    self._states[e.uid] = (
+                        r["subject"] or "",
+                        r["attribute"] or "",
+                        r["value"] or "",
+                    )
         if self._history_asked:
             # A question about the current value: the value nothing supersedes comes first,
             # superseded ones stay (they say what changed) but are marked and come last.

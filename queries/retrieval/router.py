@@ -7,7 +7,10 @@ Without an LLM a rule router reads the question:
 * causes, order and change ("why", "caused", "before", "after", "changed", "current") →
   ``graph``;
 * identifiers in the question (paths, commands, quoted or back-quoted text) → ``keyword``
-  (exact identifier search).
+  (exact identifier search);
+* aggregates over one trajectory's turns (counts of actions or of named phrases, first and
+  last occurrences, what changed between two named steps) → ``code``, as offline tables
+  (queries/retrieval/aggregates.py).
 
 With an LLM configured, the LLM answers SUFFICIENT / NEED_GRAPH / NEED_CODE / NEED_KEYWORD as
 schema-validated JSON, seeing the question and the seeds (as data, never as instructions).
@@ -24,6 +27,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trajgraph.extractors.identifiers import find_identifiers
+from trajgraph.queries.retrieval import aggregates
+from trajgraph.queries.retrieval.anchors import find_anchors
 
 Tool = Literal["graph", "code", "keyword"]
 Direction = Literal["upstream", "downstream", "history"]
@@ -57,6 +62,12 @@ class Route:
     identifiers: tuple[str, ...]
     reason: str
     code: str = ""  # for the code tool: Python the LLM wrote
+    # Offline aggregate tables over the turns (queries/retrieval/aggregates.py), run as code.
+    aggregates: tuple[aggregates.Intent, ...] = ()
+
+
+def is_count(question: str) -> bool:
+    return _COUNT.search(question) is not None
 
 
 def question_identifiers(question: str) -> list[str]:
@@ -93,9 +104,17 @@ def rule_route(question: str, *, has_trajectory: bool) -> Route:
     if identifiers and "keyword" not in tools:
         tools.append("keyword")
         reasons.append("names identifiers → exact identifier search")
+    wanted: tuple[aggregates.Intent, ...] = ()
+    if has_trajectory:
+        phrases = [*aggregates.quoted_phrases(question), *identifiers]
+        wanted = aggregates.intents(question, find_anchors(question), phrases)
+        if wanted:
+            if "code" not in tools:
+                tools.append("code")
+            reasons.append(f"aggregates over turns ({', '.join(wanted)}) → code")
     if not tools:
         reasons.append("the similarity seeds answer it")
-    return Route(tuple(tools), tuple(directions), identifiers, "; ".join(reasons))
+    return Route(tuple(tools), tuple(directions), identifiers, "; ".join(reasons), "", wanted)
 
 
 # -- the LLM's decision --------------------------------------------------------------------------

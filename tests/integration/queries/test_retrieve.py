@@ -277,3 +277,37 @@ def test_without_embeddings_the_other_tools_still_answer(
     why = engine.retrieve("Why did test_retry fail?", tenant=corpus, trajectory="synthetic-retries")
     assert why.tools[:2] == ["keyword", "graph"]  # full-text hits seed the traversal
     assert any(e.kind == "turn" and e.turn == 1 for e in why.items)
+
+
+def test_a_named_step_anchors_the_context_on_its_verbatim_lines(
+    engine: Retriever, corpus: str
+) -> None:
+    r = engine.retrieve(
+        "What did the agent see at step 3?", tenant=corpus, trajectory="synthetic-retries"
+    )
+    assert r.context_tokens <= 1000
+    # The named turn comes with its action and its observation, verbatim.
+    assert "[turn 3] action: cat config.yaml\nretries=5\ntimeout=10" in r.context
+    named = [e for e in r.items if e.kind == "turn" and e.turn == 3]
+    assert named and named[0].source == "anchor"
+
+
+def test_aggregates_count_in_the_named_scope_and_changes_come_from_the_graph(
+    engine: Retriever, corpus: str
+) -> None:
+    r = engine.retrieve(
+        "Until step 4, what actions has the agent performed and how frequently?",
+        tenant=corpus,
+        trajectory="synthetic-retries",
+    )
+    assert "code" in r.tools
+    assert "[actions in turns 0-4 (5 turns)]" in r.context
+    assert "pytest tests/test_api.py ×2 (turns 1, 4)" in r.context
+    assert "-k retry" not in r.context.split("\n[turn")[0]  # turn 5 is out of scope
+    changed = engine.retrieve(
+        "What changed in config.yaml between step 0 and step 3?",
+        tenant=corpus,
+        trajectory="synthetic-retries",
+    )
+    # The SUPERSEDES chain of (config.yaml, retries), with the turns that set each value.
+    assert "config.yaml retries: 3 (0) → 5 (2)" in changed.context

@@ -77,3 +77,60 @@ def test_the_command_scores_a_users_episode_file(
     assert ours["state_updating"]["needle_recall"] == 1.0
     assert ours["recall"]["needle_recall"] is None  # no needles given: coverage only
     assert ours["recall"]["coverage"] == 1.0
+
+
+def test_the_command_scores_ama_bench_files_as_they_are(
+    neo4j_settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    episode = {
+        "episode_id": 7,
+        "task": "Fix the port.",
+        "domain": "Software Engineering",
+        "trajectory": [
+            {"turn_idx": 0, "action": "cat app.env", "observation": "PORT=8081\nHOST=0.0.0.0"},
+            {"turn_idx": 1, "action": "sed -i 's/^PORT=.*/PORT=8080/' app.env", "observation": ""},
+            {"turn_idx": 2, "action": "python server.py", "observation": "listening on :8080"},
+        ],
+        "qa_pairs": [
+            {"question": "What did step 2 print?", "answer": "listening on :8080", "type": "A"},
+            {"question": "Which step set PORT to 8080?", "answer": "Step 1", "type": "C"},
+        ],
+    }
+    (tmp_path / "swebench-7.json").write_text(json.dumps(episode))
+    code = evaluation.main(
+        [
+            str(tmp_path),
+            "--budget",
+            "500",
+            "--methods",
+            "bm25",
+            "trajgraph_auto",
+            "whole_trajectory",
+            "--markdown",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "1 episode(s), 2 question(s), budget 500 tokens" in out
+    assert "coverage by capability" in out and "coverage by domain" in out
+    assert "| coverage (2 questions) | recall | state updating | overall | × ceiling |" in out
+    assert "| whole_trajectory | 1.000 | 1.000 | 1.000 | 1.00 |" in out
+    assert "| by domain | Software Engineering |" in out
+    ours = next(line for line in out.splitlines() if line.startswith("| trajgraph_auto | "))
+    assert ours.split(" | ")[3] == "1.000"  # the step that set the port is cited
+
+
+def test_the_real_dev_split_loads_as_is() -> None:
+    dev = Path(__file__).resolve().parents[2].parent / "shared" / "ama-dev"
+    if not dev.is_dir():
+        pytest.skip(f"AMA-Bench dev split not found at {dev} (see ../shared/ama-dev/README.md)")
+    episodes = evaluation.load_episodes([str(dev)])
+    assert len(episodes) == 25
+    assert sum(len(e["qa_pairs"]) for e in episodes) == 300
+    assert {q["type"] for e in episodes for q in e["qa_pairs"]} == {
+        "recall",
+        "causal",
+        "state_updating",
+        "state_abstraction",
+    }
+    assert all(t["idx"] == i for e in episodes for i, t in enumerate(e["turns"]))

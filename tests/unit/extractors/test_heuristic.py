@@ -711,3 +711,43 @@ def test_a_code_listing_holds_no_exit_code():
     listing = "  3398→        return status\n  3399→            types: Filter for notices"
     assert _exit_code(listing) is None  # was 3399: a line number across the line break
     assert _exit_code("Exit code 127\n/bin/bash: x: No such file or directory") == "127"
+
+
+def test_states_from_the_structure_of_observations() -> None:
+    # "key: value" lines with keys of a few words, each a value with its own history.
+    board = "Board:\n0| C R P G\n1| R C G C\nScore: 6\nMoves Left: {}\nLast Action: ((0,0), (0,0))"
+    ext = EX.extract(window("((0,0), (0,0))", board.format(47), prev=board.format(48)))
+    assert states_of(ext) == [("value", "Moves Left", "value", "47")]
+    # A field whose value is a list.
+    obs = "{'board': [[0, 2], [4, 0]], 'highest_tile': 4}"
+    ext = EX.extract(window("down", obs, prev="{'board': [[2, 2], [0, 0]], 'highest_tile': 2}"))
+    assert ("value", "board", "value", "[[0, 2], [4, 0]]") in states_of(ext)
+    assert ("value", "highest_tile", "value", "4") in states_of(ext)
+    # Items of a list that place a named thing: the name is the subject.
+    seen = "You see:\n- grass 1 step to your west\n- tree {} steps to your south-east\n"
+    ext = EX.extract(window("Move South", seen.format(6), prev=seen.format(7)))
+    assert states_of(ext) == [("value", "tree", "value", "6 steps to your south-east")]
+    lone = EX.extract(window("say", "I walked 3 miles today.", prev="I walked 2 miles today."))
+    assert all(s.subject != "I walked" for s in lone.states)  # one line is prose, not a list
+
+
+def test_list_members_belong_to_their_element_or_heading() -> None:
+    tree = "[1] RootWebArea 'Shop'\n\t[1483] link 'Gingerbread Kit'\n\t[2295] generic '20%'\n"
+    ext = EX.extract(
+        window("scroll [down]", tree + "\t[2301] link 'Page 2'\n", prev=tree + "\t[2300] img\n")
+    )
+    assert ("line_added", "[2301]", "line", "[2301] link 'Page 2'") in states_of(ext)
+    assert ("line_removed", "[2300]", "line", "[2300] img") in states_of(ext)
+    rules = "Active rules:\nbaba is you\nwall is stop\nflag is win\n"
+    ext = EX.extract(window("push", rules.replace("flag is win", "rock is win"), prev=rules))
+    assert ("line_added", "Active rules", "line", "rock is win") in states_of(ext)
+
+
+def test_the_output_line_that_says_what_happened() -> None:
+    obs = (
+        "You arrive at desk 1. On the desk 1, you see a laptop 1.\n\n"
+        "The current available actions are: examine desk 1, go to bed 1, go to drawer 1, "
+        "go to drawer 2, help, inventory, look"
+    )
+    ext = EX.extract(window("go to desk 1", obs))
+    assert ("status", "go to desk 1", "output", obs.split("\n")[0]) in states_of(ext)

@@ -11,7 +11,14 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from trajgraph.errors import TrajgraphError
-from trajgraph.evaluation.harness import by_horizon, load_episodes, markdown, plot
+from trajgraph.evaluation.harness import (
+    by_horizon,
+    domain_table,
+    load_episodes,
+    markdown,
+    markdown_real,
+    plot,
+)
 from trajgraph.evaluation.judge import Judge
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
@@ -96,3 +103,65 @@ def test_the_judge_answers_from_the_context_then_grades_against_gold() -> None:
         "<<<EVIDENCE>>>\n[turn 4] retries=5\n<<<END EVIDENCE>>>" in first["messages"][1]["content"]
     )
     assert "[turn 4]" not in first["messages"][0]["content"]  # evidence never in the system prompt
+
+
+def _ama(episode_id: int, domain: str) -> dict[str, Any]:
+    return {
+        "episode_id": episode_id,
+        "task": "Put a book on the desk.",
+        "domain": domain,
+        "num_turns": 2,
+        "trajectory": [
+            {"turn_idx": 0, "action": "look", "observation": "You see a desk 1."},
+            {"turn_idx": 1, "action": "go to desk 1", "observation": "On the desk 1: a book 3."},
+        ],
+        "qa_pairs": [
+            {"question": "What is on desk 1 at step 1?", "answer": "book 3", "type": "C"},
+            {"question": "What did the agent do first?", "answer": "look", "type": "A"},
+        ],
+    }
+
+
+def test_ama_bench_files_load_as_they_are(tmp_path: Path) -> None:
+    (tmp_path / "alfworld-3.json").write_text(json.dumps(_ama(3, "Embodied AI")))
+    (tmp_path / "webarena-3.json").write_text(json.dumps(_ama(3, "Web Task Execution")))
+    (tmp_path / "README.md").write_text("not an episode")
+    eps = load_episodes([str(tmp_path)])
+    # One episode per file: the file name is its id (AMA-Bench ids repeat across domains).
+    assert [e["id"] for e in eps] == ["alfworld-3", "webarena-3"]
+    ep = eps[0]
+    assert ep["domain"] == "Embodied AI" and ep["task"] == "Put a book on the desk."
+    assert [(t["idx"], t["action"]) for t in ep["turns"]] == [(0, "look"), (1, "go to desk 1")]
+    assert [q["type"] for q in ep["qa_pairs"]] == ["state_updating", "recall"]
+    bad = _ama(4, "x")
+    bad["trajectory"][1]["turn_idx"] = "one"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(TrajgraphError, match=re.escape(f"{tmp_path / 'bad.json'}: record 1")):
+        load_episodes([str(tmp_path)])
+
+
+def test_the_real_data_tables_report_capabilities_domains_and_the_ceiling() -> None:
+    rows = [
+        {"episode": e, "question": q, "method": m, "type": t, "domain": d, "coverage": c}
+        for e, q, t, d in (("e1", "q1", "recall", "Web"), ("e2", "q2", "causal", "Games"))
+        for m, c in (("bm25", 0.25), ("trajgraph_auto", 0.5), ("whole_trajectory", 1.0))
+    ]
+    rows.append(
+        {
+            "episode": "e2",
+            "question": "q3",
+            "method": "bm25",
+            "type": "causal",
+            "domain": "Games",
+            "coverage": None,
+        }
+    )
+    md = markdown_real(rows).splitlines()
+    assert md[0] == "| coverage (2 questions) | recall | causal | overall | × ceiling |"
+    assert md[3] == "| trajgraph_auto | 0.500 | 0.500 | 0.500 | 0.50 |"
+    assert md[4] == "| whole_trajectory | 1.000 | 1.000 | 1.000 | 1.00 |"
+    assert md[6] == "| by domain | Games | Web |"
+    assert md[8] == "| bm25 | 0.250 | 0.250 |"
+    by_domain = domain_table(rows).splitlines()
+    assert by_domain[0].split() == ["coverage", "Games", "Web", "overall"]
+    assert by_domain[2].split() == ["trajgraph_auto", "0.50", "0.50", "0.50"]

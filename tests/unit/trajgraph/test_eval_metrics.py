@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from trajgraph.evaluation.harness import bm25, coverage, long_context, needle_recall, table
+from trajgraph.evaluation.harness import (
+    bm25,
+    coverage,
+    key_terms,
+    long_context,
+    needle_recall,
+    table,
+    whole_trajectory,
+)
 from trajgraph.evaluation.synthetic import generate
 from trajgraph.pipelines.tokens import count_tokens
 
@@ -33,6 +41,52 @@ def test_table_has_a_row_per_method_and_a_column_per_capability() -> None:
         {"method": "b", "type": "recall", "needle_recall": 0.5, "coverage": 0.5},
     ]
     text = table(rows).splitlines()
-    assert text[0].split() == ["needle_recall", "causal", "recall", "overall"]
-    assert text[1].split() == ["a", "0.00", "1.00", "0.50"]
-    assert text[2].split() == ["b", "-", "0.50", "0.50"]
+    # Capabilities in AMA-Bench's order (recall, causal, state updating, abstraction).
+    assert text[0].split() == ["needle_recall", "recall", "causal", "overall"]
+    assert text[1].split() == ["a", "1.00", "0.00", "0.50"]
+    assert text[2].split() == ["b", "0.50", "-", "0.50"]
+
+
+def test_key_terms_are_numbers_identifiers_and_content_words_not_in_the_question() -> None:
+    answer = (
+        "The minimal cause is Step 3: hover [2657] (Frozen); it costs $19.36 and "
+        "analysis_step2_canonical_names.md was read."
+    )
+    terms = key_terms(answer, "Which earlier action is the minimal cause of this?")
+    # "minimal" and "cause" are in the question; "the", "is", "it", "and", "was" are function
+    # words; numbers and identifiers are kept whole.
+    assert terms == [
+        "step",
+        "3",
+        "hover",
+        "2657",
+        "frozen",
+        "costs",
+        "19.36",
+        "analysis_step2_canonical_names.md",
+        "read",
+    ]
+    assert key_terms("Yes, it is.", "") == []
+
+
+def test_coverage_matches_whole_terms_case_insensitively() -> None:
+    assert coverage("Price: $19.36 (4 Reviews)", "19.36 and 4 reviews") == 1.0
+    assert coverage("Price: $119.36", "19.36") == 0.0  # not glued to other digits
+    assert coverage("see src/flask/blueprints.py", "blueprints.py") == 1.0
+    assert coverage("4 Reviews", "review") == 0.0  # a whole term, not a prefix
+    # Terms the question already names are not evidence of anything.
+    assert coverage("", "Step 8 holds the answer", "What does step 8 hold?") == 0.0
+    assert (
+        coverage("it holds the answer", "Step 8 holds the answer", "What does step 8 hold?") == 1.0
+    )
+    assert coverage("anything", "Step 8", "At step 8?") is None  # nothing left to find
+
+
+def test_whole_trajectory_is_the_unbudgeted_ceiling() -> None:
+    ep = generate(4, 16_000)
+    whole = whole_trajectory(ep, "q", 100)
+    assert count_tokens(whole) > 10_000  # the budget does not apply
+    for qa in ep["qa_pairs"]:
+        value = coverage(whole, qa["answer"], qa["question"])
+        packed = coverage(bm25(ep, qa["question"], 2000), qa["answer"], qa["question"])
+        assert value is None or (packed is not None and value >= packed)

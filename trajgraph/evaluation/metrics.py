@@ -1,0 +1,83 @@
+"""The scores of the evaluation harness, computed the same way for every method.
+
+* **answer-term coverage**: the share of a gold answer's *key terms* found in the context.
+  Key terms are the answer's numbers, identifiers and content words that the question does
+  not already contain (a term the question gives away says nothing about the context).
+  A term is found when it occurs in the context as a whole token, case-insensitively:
+  ``19.36`` is found in ``$19.36`` but not in ``119.36``, ``blueprints.py`` in
+  ``src/flask/blueprints.py``, ``review`` not in ``reviews``. A question whose answer has no
+  key terms left has no coverage (None) and is left out of the means.
+* **needle recall**: the share of a question's needle turns the context cites (``turn N``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+# A term: word characters, optionally joined by . / : - (paths, URLs, versions, 19.36, a-b).
+_TERM = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)*")
+_NUMBER = re.compile(r"\d+(?:[.,:/\-]\d+)*")
+_IDENTIFIER_MARK = re.compile(r"[\d_./:\-]|[a-z][A-Z]")
+_TURN_REF = re.compile(r"turn (\d+)")
+
+# Function words: never key terms. (Content words are everything else of 2+ letters.)
+_STOP_WORDS = """
+a about above after again against all also am an and any are aren as at be because been before
+being below between both but by can cannot could couldn did didn do does doesn doing don down
+during each either else etc ever every few for from further had hadn has hasn have haven having
+he her here hers herself him himself his how however i if in into is isn it its itself just
+let ll me might more most must mustn my myself neither no nor not now of off on once only or
+other ought our ours ourselves out over own per re same shall shan she should shouldn so some
+such than that the their theirs them themselves then there these they this those through thus
+to too under until up upon us ve very via was wasn we were weren what when where whether which
+while who whom whose why will with within without won would wouldn yes yet you your yours
+yourself yourselves e.g i.e
+"""
+STOP_WORDS = frozenset(_STOP_WORDS.split())
+
+
+def key_terms(answer: str, question: str = "") -> list[str]:
+    """The answer's numbers, identifiers and content words (lower-cased, in order, once
+    each) that do not occur in the question."""
+    out: list[str] = []
+    for raw in _TERM.findall(answer):
+        term = raw.lower()
+        if term in out or term in STOP_WORDS:
+            continue
+        is_number = _NUMBER.fullmatch(raw) is not None
+        is_identifier = _IDENTIFIER_MARK.search(raw) is not None
+        if not (is_number or is_identifier or len(raw) >= 2):
+            continue
+        if question and occurs_as_term(term, question):
+            continue
+        out.append(term)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _term_pattern(term: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![A-Za-z0-9_])" + re.escape(term) + r"(?![A-Za-z0-9_])", re.IGNORECASE)
+
+
+def occurs_as_term(term: str, text: str) -> bool:
+    """``term`` occurs in ``text`` not glued to other word characters, ignoring case."""
+    return _term_pattern(term).search(text) is not None
+
+
+def coverage(context: str, answer: str, question: str = "") -> float | None:
+    """Share of the answer's key terms (see ``key_terms``) found in ``context``; None when
+    the question leaves the answer no key term."""
+    terms = key_terms(answer, question)
+    if not terms:
+        return None
+    return sum(1 for t in terms if occurs_as_term(t, context)) / len(terms)
+
+
+def needle_recall(context: str, needles: Sequence[int]) -> float | None:
+    """None for a question without needles (a count over the whole trajectory)."""
+    if not needles:
+        return None
+    cited = {int(m) for m in _TURN_REF.findall(context)}
+    return sum(1 for n in needles if n in cited) / len(needles)
