@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import AMA_DEV
 from trajgraph.evaluation import harness as evaluation
 from trajgraph.evaluation.synthetic import generate
 from trajgraph.settings import Settings
@@ -121,7 +122,7 @@ def test_the_command_scores_ama_bench_files_as_they_are(
 
 
 def test_the_real_dev_split_loads_as_is() -> None:
-    dev = Path(__file__).resolve().parents[2].parent / "shared" / "ama-dev"
+    dev = AMA_DEV
     if not dev.is_dir():
         pytest.skip(f"AMA-Bench dev split not found at {dev} (see ../shared/ama-dev/README.md)")
     episodes = evaluation.load_episodes([str(dev)])
