@@ -28,6 +28,10 @@ from trajgraph.settings import Settings
 # A log: a file or folder, or the records of one (a dict, or a list of dicts) to write as JSONL.
 Log = str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
+# ``args`` of a run that needs no model: the rules extractor and no embeddings (fast, and
+# independent of TRAJGRAPH_EMBEDDER).
+NO_MODELS = ("--extractor", "heuristic", "--embedder", "none")
+
 
 @dataclasses.dataclass(frozen=True)
 class Ingested:

@@ -3,15 +3,13 @@ works on its vectors; another embedder on the same database is refused, not mixe
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.ingesting import Ingest
 from trajgraph.errors import ConfigError
 from trajgraph.graph.embedders import embedder_name, get_embedder
-from trajgraph.jobs import ingest
 from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import EmbedderSettings, Settings
 
@@ -35,20 +33,13 @@ GAME: dict[str, Any] = {
 }
 
 
-def _ingest(settings: Settings, tenant: str, tmp: Path, *extra: str) -> ingest.IngestSummary:
-    path = tmp / "game.jsonl"
-    path.write_text(json.dumps(GAME) + "\n")
-    argv = [str(path), "--tenant", tenant, "--progress", "off", "--dead-letter", str(tmp / "dl")]
-    return ingest.run([*argv, *extra], settings=settings)
-
-
 def test_default_ingest_writes_static_vectors_once_per_text_and_retrieval_uses_them(
-    driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    driver: Any, neo4j_settings: Settings, tenant: str, ingested: Ingest
 ) -> None:
     settings = neo4j_settings
     if settings.embedder.kind != EmbedderSettings().kind:
         pytest.skip(f"TRAJGRAPH_EMBEDDER={settings.embedder.kind} is set, not the default")
-    summary = _ingest(settings, tenant, tmp_path)
+    summary = ingested(GAME, tenant=tenant).summary
     assert summary.ingested == 1 and summary.dead_lettered == 0
     rows = driver.execute_query(
         "MATCH (n {tenant: $t}) WHERE n:State OR n:Turn "
@@ -87,11 +78,11 @@ def test_default_ingest_writes_static_vectors_once_per_text_and_retrieval_uses_t
 
 
 def test_another_embedder_on_this_database_is_a_clear_error(
-    driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    neo4j_settings: Settings, tenant: str, ingested: Ingest
 ) -> None:
-    _ingest(neo4j_settings, tenant, tmp_path)  # the database's space is claimed by now
+    ingested(GAME, tenant=tenant)  # the database's space is claimed by now
     claimed = embedder_name(neo4j_settings.embedder)
     other = "hash" if neo4j_settings.embedder.kind != "hash" else "static"
     with pytest.raises(ConfigError) as e:
-        _ingest(neo4j_settings, tenant + "-x", tmp_path, "--embedder", other)
+        ingested(GAME, tenant=tenant + "-x", args=("--embedder", other))
     assert claimed in str(e.value) and "TRAJGRAPH_EMBEDDER" in str(e.value)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.ingesting import Ingest
 from trajgraph import cli
 from trajgraph.errors import NotFoundError
 from trajgraph.graph import governance
-from trajgraph.jobs import ingest
 from trajgraph.settings import Settings
 
 DJANGO = "django__django-16255"
@@ -44,29 +42,10 @@ def _identifiers(driver: Any, tenant: str) -> set[str]:
 
 
 @pytest.fixture
-def two_tenants(
-    shared_dir: Path, driver: Any, neo4j_settings: Settings, tmp_path: Path
-) -> Iterator[tuple[str, str]]:
-    a, b = f"del-a-{uuid.uuid4().hex[:6]}", f"del-b-{uuid.uuid4().hex[:6]}"
-    for tenant in (a, b):
-        s = ingest.run(
-            [
-                str(shared_dir),
-                "--tenant",
-                tenant,
-                "--progress",
-                "off",
-                "--embedder",
-                "none",
-                "--dead-letter",
-                str(tmp_path / "dl"),
-            ],
-            settings=neo4j_settings,
-        )
-        assert s.ingested == 7
-    yield a, b
-    for tenant in (a, b):
-        governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
+def two_tenants(shared_dir: Path, ingested: Ingest) -> tuple[str, str]:
+    a, b = (ingested(shared_dir, args=("--embedder", "none")) for _ in range(2))
+    assert (a.summary.ingested, b.summary.ingested) == (7, 7)
+    return a.tenant, b.tenant
 
 
 def test_delete_one_trajectory_and_nothing_else(

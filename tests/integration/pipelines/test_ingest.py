@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from apache_beam.runners.runner import PipelineState
 
+from tests.integration.ingesting import Ingest
 from trajgraph.demo import DEMO_ID, sample_trajectory, write_sample
 from trajgraph.graph import cypher
-from trajgraph.jobs import ingest
 from trajgraph.pipelines import ingest as pipeline
 from trajgraph.pipelines.adapters import normalize, split_records
 
@@ -31,31 +31,16 @@ def _counts(driver: Any, tenant: str) -> tuple[int, int]:
     return nodes, rels
 
 
-def _ingest(
-    paths: list[str], tenant: str, settings: Any, tmp: Path, *extra: str
-) -> ingest.IngestSummary:
-    argv = [
-        *paths,
-        "--tenant",
-        tenant,
-        "--dead-letter",
-        str(tmp / "dl"),
-        "--progress",
-        "off",
-        *extra,
-    ]
-    return ingest.run(argv, settings=settings)
-
-
 def test_every_real_file_lands_with_adapter_counts_and_reingest_is_a_no_op(
-    shared_dir: Path, driver: Any, neo4j_settings: Any, tenant: str, tmp_path: Path
+    shared_dir: Path, driver: Any, ingested: Ingest, tenant: str
 ) -> None:
     files = sorted(p for p in shared_dir.rglob("*") if p.is_file() and p.name != "README.md")
     expected = _expected_turns(files)
     assert len(expected) >= 7  # 1 + 1 + 1 + spider rollouts + 3 tau-bench episodes
 
-    first = _ingest([str(shared_dir)], tenant, neo4j_settings, tmp_path)
-    assert first.dead_lettered == 0, (tmp_path / "dl" / "dead-letter.jsonl").read_text()
+    run = ingested(shared_dir, tenant=tenant)
+    first = run.summary
+    assert first.dead_lettered == 0, (run.dead_letter / "dead-letter.jsonl").read_text()
     assert first.records == first.ingested == len(expected)
     assert first.balanced
     assert first.turns == sum(expected.values())
@@ -75,7 +60,7 @@ def test_every_real_file_lands_with_adapter_counts_and_reingest_is_a_no_op(
     assert first.counters["embedded"] == labels["State"] + labels["Turn"]
 
     before = _counts(driver, tenant)
-    second = _ingest([str(shared_dir)], tenant, neo4j_settings, tmp_path)
+    second = ingested(shared_dir, tenant=tenant).summary
     assert second.unchanged == len(expected)
     assert second.rows_written == 0
     assert second.counters.get("embedded", 0) == 0
@@ -83,9 +68,9 @@ def test_every_real_file_lands_with_adapter_counts_and_reingest_is_a_no_op(
 
 
 def test_every_edge_cites_turns_and_supersedes_stays_in_subject(
-    shared_dir: Path, driver: Any, neo4j_settings: Any, tenant: str, tmp_path: Path
+    shared_dir: Path, driver: Any, ingested: Ingest, tenant: str
 ) -> None:
-    _ingest([str(shared_dir / "swe-agent")], tenant, neo4j_settings, tmp_path)
+    ingested(shared_dir / "swe-agent", tenant=tenant)
     missing = driver.execute_query(
         "MATCH (a {tenant: $tenant})-[r:CAUSES|ASSOCIATED|SUPERSEDES]->() "
         "WHERE r.turns IS NULL OR size(r.turns) = 0 RETURN count(r) AS n",
@@ -106,7 +91,7 @@ def test_every_edge_cites_turns_and_supersedes_stays_in_subject(
 
 
 def test_bad_lines_go_to_dead_letter_and_the_rest_lands(
-    driver: Any, neo4j_settings: Any, tenant: str, tmp_path: Path
+    driver: Any, ingested: Ingest, tenant: str, tmp_path: Path
 ) -> None:
     good = sample_trajectory()
     other = {**good, "id": "second-good"}
@@ -123,11 +108,12 @@ def test_bad_lines_go_to_dead_letter_and_the_rest_lands(
         + "\n",
         encoding="utf-8",
     )
-    summary = _ingest([str(path)], tenant, neo4j_settings, tmp_path)
+    run = ingested(path, tenant=tenant)
+    summary = run.summary
     assert (summary.records, summary.ingested, summary.dead_lettered) == (4, 2, 2)
     dead = [
         json.loads(line)
-        for line in (tmp_path / "dl" / "dead-letter.jsonl").read_text().splitlines()
+        for line in (run.dead_letter / "dead-letter.jsonl").read_text().splitlines()
     ]
     assert sorted(d["locator"] for d in dead) == ["line 2", "line 3"]
     assert all(d["source"] == str(path) for d in dead)
@@ -139,14 +125,14 @@ def test_bad_lines_go_to_dead_letter_and_the_rest_lands(
 
 
 def test_a_changed_trajectory_is_rewritten_without_stale_states(
-    driver: Any, neo4j_settings: Any, tenant: str, tmp_path: Path
+    driver: Any, ingested: Ingest, tenant: str, tmp_path: Path
 ) -> None:
     path = write_sample(tmp_path)
-    _ingest([str(path)], tenant, neo4j_settings, tmp_path)
+    ingested(path, tenant=tenant)
     traj = sample_trajectory()
     traj["turns"] = traj["turns"][:3]
     path.write_text(json.dumps(traj) + "\n", encoding="utf-8")
-    summary = _ingest([str(path)], tenant, neo4j_settings, tmp_path)
+    summary = ingested(path, tenant=tenant).summary
     assert summary.ingested == 1 and summary.unchanged == 0
     turns = driver.execute_query(
         "MATCH (t:Turn {tenant: $tenant}) RETURN max(t.idx) AS m, count(t) AS n", tenant=tenant
@@ -158,11 +144,11 @@ def test_a_changed_trajectory_is_rewritten_without_stale_states(
     assert late == 0
 
 
-def test_no_match_is_a_clear_error(neo4j_settings: Any, tenant: str, tmp_path: Path) -> None:
+def test_no_match_is_a_clear_error(ingested: Ingest, tenant: str, tmp_path: Path) -> None:
     from trajgraph.errors import InputError
 
     with pytest.raises(InputError, match="no input files match"):
-        _ingest([str(tmp_path / "nothing-*.jsonl")], tenant, neo4j_settings, tmp_path)
+        ingested(str(tmp_path / "nothing-*.jsonl"), tenant=tenant)
 
 
 def test_the_pipeline_runs_bare_from_its_own_flags(

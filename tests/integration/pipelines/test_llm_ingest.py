@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.fake_openai import FakeOpenAI
+from tests.integration.ingesting import Ingest
 from trajgraph.graph import cypher
-from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.settings import LLMSettings, Settings
 
 INVENTED_PATH = "/etc/invented/by-the-model.conf"
 INVENTED_VALUE = "healthy according to the model"
+LLM = ("--extractor", "llm")
 
 
 def _settings(base: Settings, fake: FakeOpenAI, cache: Path) -> Settings:
@@ -31,12 +32,6 @@ def _settings(base: Settings, fake: FakeOpenAI, cache: Path) -> Settings:
         cache_path=cache,
     )
     return dataclasses.replace(base, llm=llm)
-
-
-def _ingest(paths: list[str], tenant: str, settings: Settings, tmp: Path, *extra: str) -> Any:
-    argv = [*paths, "--extractor", "llm", "--tenant", tenant, "--progress", "off"]
-    argv += ["--dead-letter", str(tmp / "dl"), *extra]
-    return ingest.run(argv, settings=settings)
 
 
 def _expected_turns(shared: Path) -> dict[str, int]:
@@ -56,6 +51,7 @@ def test_llm_ingest_survives_faults_and_reingest_costs_nothing(
     shared_dir: Path,
     driver: Any,
     neo4j_settings: Settings,
+    ingested: Ingest,
     tenant: str,
     tmp_path: Path,
     fake_llm: FakeOpenAI,
@@ -74,7 +70,7 @@ def test_llm_ingest_survives_faults_and_reingest_costs_nothing(
         "schema_invalid",
         "invent",
     )
-    first = _ingest([str(shared_dir)], tenant, settings, tmp_path)
+    first = ingested(shared_dir, tenant=tenant, args=LLM, settings=settings).summary
 
     assert first.balanced and first.dead_lettered == 0
     assert first.ingested == len(expected)
@@ -127,22 +123,26 @@ def test_llm_ingest_survives_faults_and_reingest_costs_nothing(
 
     # Re-ingest: every window comes from the cache, no request is made, nothing is rewritten.
     fake_llm.reset()
-    second = _ingest([str(shared_dir)], tenant, settings, tmp_path)
+    second = ingested(shared_dir, tenant=tenant, args=LLM, settings=settings).summary
     assert fake_llm.chat_requests == []
     assert second.llm.get("calls", 0) == 0
     assert second.llm["cache_hits"] == sum(expected.values())
     assert second.unchanged == len(expected) and second.rows_written == 0
 
     # --no-cache asks again (all windows, one request per pack).
-    third = _ingest([str(shared_dir)], tenant, settings, tmp_path, "--no-cache")
-    assert third.llm["calls"] == len(fake_llm.chat_requests) > 0
-    assert third.llm.get("cache_hits", 0) == 0
+    third = ingested(shared_dir, tenant=tenant, args=[*LLM, "--no-cache"], settings=settings)
+    assert third.summary.llm["calls"] == len(fake_llm.chat_requests) > 0
+    assert third.summary.llm.get("cache_hits", 0) == 0
 
 
 def test_prompt_injection_in_a_log_changes_nothing_but_that_windows_extractor(
-    driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path, fake_llm: FakeOpenAI
+    driver: Any,
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
+    fake_llm: FakeOpenAI,
 ) -> None:
-    log = tmp_path / "injected.jsonl"
     traj = {
         "id": "injected",
         "task": "Summarize the README.",
@@ -157,9 +157,9 @@ def test_prompt_injection_in_a_log_changes_nothing_but_that_windows_extractor(
             {"idx": 2, "action": "echo done", "observation": "done"},
         ],
     }
-    log.write_text(json.dumps(traj) + "\n")
     settings = _settings(neo4j_settings, fake_llm, tmp_path / "cache.sqlite3")
-    summary = _ingest([str(log)], tenant, settings, tmp_path, "--format", "canonical")
+    args = [*LLM, "--format", "canonical"]
+    summary = ingested(traj, tenant=tenant, args=args, settings=settings).summary
 
     assert summary.balanced and summary.ingested == 1 and summary.turns == 3
     turns = _one(driver, "MATCH (t:Turn {tenant: $tenant}) RETURN count(t)", tenant=tenant)
@@ -178,7 +178,11 @@ def test_prompt_injection_in_a_log_changes_nothing_but_that_windows_extractor(
 
 
 def test_a_rejected_key_dead_letters_with_the_reason_instead_of_guessing(
-    driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path, fake_llm: FakeOpenAI
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
+    fake_llm: FakeOpenAI,
 ) -> None:
     log = tmp_path / "two.jsonl"
     rows = [
@@ -188,13 +192,14 @@ def test_a_rejected_key_dead_letters_with_the_reason_instead_of_guessing(
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     settings = _settings(neo4j_settings, fake_llm, tmp_path / "cache.sqlite3")
     fake_llm.script("401")
-    summary = _ingest([str(log)], tenant, settings, tmp_path, "--format", "canonical")
+    run = ingested(log, tenant=tenant, args=[*LLM, "--format", "canonical"], settings=settings)
+    summary = run.summary
 
     assert summary.balanced and summary.dead_lettered == 2 and summary.ingested == 0
     assert len(fake_llm.chat_requests) == 1  # the worker stopped asking after the 401
     letters = [
         json.loads(line)
-        for line in (tmp_path / "dl" / "dead-letter.jsonl").read_text().splitlines()
+        for line in (run.dead_letter / "dead-letter.jsonl").read_text().splitlines()
     ]
     assert all("401" in d["reason"] and "OPENAI_API_KEY" in d["reason"] for d in letters)
     assert {d["source"] for d in letters} == {str(log)}

@@ -21,7 +21,6 @@ import random
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tests.integration.ingesting import Ingest
 from tests.paths import REPO
 from trajgraph.graph import cypher, governance
 from trajgraph.graph.digest import graph_digest, trajectory_digest
@@ -48,13 +48,6 @@ def _prism(endpoint: str, *more: str) -> list[str]:
 
 def _external(endpoint: str, pool: str) -> list[str]:
     return _prism(endpoint, "--environment_type", "EXTERNAL", "--environment_config", pool)
-
-
-def _ingest(
-    paths: list[str], tenant: str, settings: Settings, dl: Path, *beam_args: str
-) -> ingest.IngestSummary:
-    argv = [*paths, "--tenant", tenant, "--progress", "off", "--dead-letter", str(dl), *beam_args]
-    return ingest.run(argv, settings=settings)
 
 
 def _dead_letters(folder: Path, tenant: str) -> list[dict[str, Any]]:
@@ -112,25 +105,15 @@ class Baseline:
 
 
 @pytest.fixture(scope="module")
-def direct(
-    shared_dir: Path,
-    driver: Any,
-    neo4j_settings: Settings,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Baseline]:
+def direct(shared_dir: Path, driver: Any, neo4j_settings: Settings, ingested: Ingest) -> Baseline:
     """The real logs ingested once on the DirectRunner: what every other run must equal."""
-    tenant = f"pd-{uuid.uuid4().hex[:8]}"
-    db = neo4j_settings.neo4j.database
-    dl = tmp_path_factory.mktemp("direct-dl")
-    try:
-        s = _ingest([str(shared_dir)], tenant, neo4j_settings, dl)
-        assert s.ingested >= 7 and s.dead_lettered == 0 and s.status == "ok"
-        graph = _graph(driver, db, tenant)
-        assert graph.labels["Trajectory"] == s.ingested
-        assert graph.duplicate_edges == 0 and graph.duplicate_uids == 0
-        yield Baseline(tenant, _summary(s), graph, _dead_letters(dl, tenant))
-    finally:
-        governance.delete_tenant(driver, db, tenant)
+    run = ingested(shared_dir)
+    s = run.summary
+    assert s.ingested >= 7 and s.dead_lettered == 0 and s.status == "ok"
+    graph = _graph(driver, neo4j_settings.neo4j.database, run.tenant)
+    assert graph.labels["Trajectory"] == s.ingested
+    assert graph.duplicate_edges == 0 and graph.duplicate_uids == 0
+    return Baseline(run.tenant, _summary(s), graph, _dead_letters(run.dead_letter, run.tenant))
 
 
 @pytest.mark.parametrize("workers", ["loopback", "external"])
@@ -140,21 +123,21 @@ def test_prism_builds_the_directrunners_graph_from_the_real_logs(
     shared_dir: Path,
     driver: Any,
     neo4j_settings: Settings,
+    ingested: Ingest,
     tenant: str,
-    tmp_path: Path,
     prism_endpoint: str,
     worker_pool: str,
 ) -> None:
     flags = (
         _prism(prism_endpoint) if workers == "loopback" else _external(prism_endpoint, worker_pool)
     )
-    s = _ingest([str(shared_dir)], tenant, neo4j_settings, tmp_path / "dl", *flags)
-    assert _summary(s) == direct.summary
+    run = ingested(shared_dir, tenant=tenant, args=flags)
+    assert _summary(run.summary) == direct.summary
     got = _graph(driver, neo4j_settings.neo4j.database, tenant)
     for tid, expected in direct.graph.trajectories.items():  # a failure names the trajectory
         assert got.trajectories.get(tid) == expected, tid
     assert got == direct.graph
-    assert _dead_letters(tmp_path / "dl", tenant) == direct.dead_letters
+    assert _dead_letters(run.dead_letter, tenant) == direct.dead_letters
 
 
 BAD_LINES = [
@@ -177,6 +160,7 @@ def _bad_logs(folder: Path) -> Path:
 def test_prism_dead_letters_are_the_directrunners(
     driver: Any,
     neo4j_settings: Settings,
+    ingested: Ingest,
     tenant: str,
     tmp_path: Path,
     prism_endpoint: str,
@@ -188,20 +172,16 @@ def test_prism_dead_letters_are_the_directrunners(
         "loopback": _prism(prism_endpoint),
         "external": _external(prism_endpoint, worker_pool),
     }
-    try:
-        d = _ingest([str(logs)], tenant, neo4j_settings, tmp_path / "dl-direct")
-        assert (d.records, d.ingested, d.dead_lettered, d.status) == (6, 2, 4, "partial")
-        expected = _dead_letters(tmp_path / "dl-direct", tenant)
-        assert [r["stage"] for r in expected] == ["read", "normalize", "merge", "validate"]
-        for name, flags in others.items():
-            t = f"{tenant}-{name}"
-            s = _ingest([str(logs)], t, neo4j_settings, tmp_path / f"dl-{name}", *flags)
-            assert _summary(s) == _summary(d), name
-            assert _dead_letters(tmp_path / f"dl-{name}", t) == expected, name
-            assert graph_digest(driver, db, t) == graph_digest(driver, db, tenant), name
-    finally:
-        for name in others:
-            governance.delete_tenant(driver, db, f"{tenant}-{name}")
+    direct = ingested(logs, tenant=tenant)
+    d = direct.summary
+    assert (d.records, d.ingested, d.dead_lettered, d.status) == (6, 2, 4, "partial")
+    expected = _dead_letters(direct.dead_letter, tenant)
+    assert [r["stage"] for r in expected] == ["read", "normalize", "merge", "validate"]
+    for name, flags in others.items():
+        run = ingested(logs, args=flags)
+        assert _summary(run.summary) == _summary(d), name
+        assert _dead_letters(run.dead_letter, run.tenant) == expected, name
+        assert graph_digest(driver, db, run.tenant) == graph_digest(driver, db, tenant), name
 
 
 # ------------------------------------------------------------------ streaming on Prism
@@ -229,6 +209,7 @@ def test_streaming_assembly_on_prism_builds_the_batch_graph(
     shared_dir: Path,
     driver: Any,
     neo4j_settings: Settings,
+    ingested: Ingest,
     tmp_path: Path,
     prism_endpoint: str,
 ) -> None:
@@ -251,10 +232,7 @@ def test_streaming_assembly_on_prism_builds_the_batch_graph(
     live = tmp_path / "live"
     live.mkdir()
     (live / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    batch_file = tmp_path / "batch" / "trajectories.jsonl"
-    batch_file.parent.mkdir()
-    batch_file.write_text("".join(json.dumps(t) + "\n" for t in trajs))
-    streamed, batch = f"sp-{uuid.uuid4().hex[:6]}", f"bp-{uuid.uuid4().hex[:6]}"
+    streamed = f"sp-{uuid.uuid4().hex[:6]}"
     db = neo4j_settings.neo4j.database
     try:
         stream.run(
@@ -272,16 +250,9 @@ def test_streaming_assembly_on_prism_builds_the_batch_graph(
             ],
             settings=neo4j_settings,
         )
-        s = _ingest(
-            [str(batch_file)],
-            batch,
-            neo4j_settings,
-            tmp_path / "bdl",
-            "--format",
-            "canonical",
-            *_prism(prism_endpoint),
-        )
-        assert s.ingested == 2
+        run = ingested(trajs, args=["--format", "canonical", *_prism(prism_endpoint)])
+        assert run.summary.ingested == 2
+        batch = run.tenant
         for traj in trajs:
             tid = traj["id"]
             assert trajectory_digest(driver, db, streamed, tid) == trajectory_digest(
@@ -290,8 +261,7 @@ def test_streaming_assembly_on_prism_builds_the_batch_graph(
         assert graph_digest(driver, db, streamed) == graph_digest(driver, db, batch)
         assert not (tmp_path / "sdl" / "dead-letter.jsonl").exists()
     finally:
-        for t in (streamed, batch):
-            governance.delete_tenant(driver, db, t)
+        governance.delete_tenant(driver, db, streamed)
 
 
 def test_the_stream_writes_each_trajectorys_newest_version_whatever_the_order(
@@ -334,6 +304,7 @@ def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
     shared_dir: Path,
     driver: Any,
     neo4j_settings: Settings,
+    ingested: Ingest,
     tenant: str,
     tmp_path: Path,
     prism_endpoint: str,
@@ -348,7 +319,7 @@ def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
         neo4j=dataclasses.replace(neo4j_settings.neo4j, test_write_fault=str(marker)),
     )
     with pytest.raises(Exception, match="test fault"):
-        _ingest([str(shared_dir)], tenant, faulty, tmp_path / "dl1", *_prism(prism_endpoint))
+        ingested(shared_dir, tenant=tenant, args=_prism(prism_endpoint), settings=faulty)
     assert marker.exists()
     partial = _graph(driver, db, tenant)
     assert partial.labels.get("Turn", 0) > 0, "nothing was written before the fault"
@@ -360,7 +331,7 @@ def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
     assert half_written > 0  # trajectories whose write stopped before its last statement
     assert partial.digest != direct.graph.digest
 
-    s = _ingest([str(shared_dir)], tenant, faulty, tmp_path / "dl2", *_prism(prism_endpoint))
+    s = ingested(shared_dir, tenant=tenant, args=_prism(prism_endpoint), settings=faulty).summary
     assert s.status == "ok" and s.ingested == direct.summary["ingested"]
     assert _graph(driver, db, tenant) == direct.graph
 

@@ -28,8 +28,9 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.integration.ingesting import Ingest
 from tests.paths import REPO
-from trajgraph.graph import cypher, governance
+from trajgraph.graph import cypher
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
 from trajgraph.pipelines import runners
@@ -38,13 +39,6 @@ from trajgraph.settings import Settings
 
 PORTABLE = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
 LOOPBACK = [*PORTABLE, "--environment_type", "LOOPBACK"]
-
-
-def _ingest(
-    paths: list[str], tenant: str, settings: Settings, tmp: Path, *beam_args: str
-) -> ingest.IngestSummary:
-    argv = [*paths, "--tenant", tenant, "--progress", "off", "--dead-letter", str(tmp), *beam_args]
-    return ingest.run(argv, settings=settings)
 
 
 def _external(pool: str) -> list[str]:
@@ -61,40 +55,30 @@ def test_portable_runners_build_the_directrunners_graph(
     shared_dir: Path,
     driver: Any,
     neo4j_settings: Settings,
+    ingested: Ingest,
     tenant: str,
-    tmp_path: Path,
     worker_pool: str,
 ) -> None:
     db = neo4j_settings.neo4j.database
-    loopback, external = f"{tenant}-loopback", f"{tenant}-external"
-    try:
-        direct = _ingest([str(shared_dir)], tenant, neo4j_settings, tmp_path / "direct")
-        assert direct.ingested >= 7 and direct.dead_lettered == 0
-        assert direct.counters.get("embedded", 0) > 0  # EmbedRowsFn ran (setup/teardown)
+    direct = ingested(shared_dir, tenant=tenant)
+    assert direct.summary.ingested >= 7 and direct.summary.dead_lettered == 0
+    assert direct.summary.counters.get("embedded", 0) > 0  # EmbedRowsFn ran (setup/teardown)
 
-        portable = _ingest(
-            [str(shared_dir)], loopback, neo4j_settings, tmp_path / "loopback", *LOOPBACK
-        )
-        _same_run(direct, portable)
-        remote = _ingest(
-            [str(shared_dir)], external, neo4j_settings, tmp_path / "ext", *_external(worker_pool)
-        )
-        _same_run(direct, remote)
+    portable = ingested(shared_dir, args=LOOPBACK)
+    _same_run(direct.summary, portable.summary)
+    remote = ingested(shared_dir, args=_external(worker_pool))
+    _same_run(direct.summary, remote.summary)
 
-        expected = graph_digest(driver, db, tenant)
-        ids = [
-            r["id"]
-            for r in driver.execute_query(cypher.COUNT_TRAJECTORY_TURNS, tenant=tenant).records
-        ]
-        for other in (loopback, external):
-            for tid in ids:  # per trajectory first: a failure names the one that differs
-                assert trajectory_digest(driver, db, other, tid) == trajectory_digest(
-                    driver, db, tenant, tid
-                ), (other, tid)
-            assert graph_digest(driver, db, other) == expected, other
-    finally:
-        for t in (loopback, external):
-            governance.delete_tenant(driver, db, t)
+    expected = graph_digest(driver, db, tenant)
+    ids = [
+        r["id"] for r in driver.execute_query(cypher.COUNT_TRAJECTORY_TURNS, tenant=tenant).records
+    ]
+    for other in (portable.tenant, remote.tenant):
+        for tid in ids:  # per trajectory first: a failure names the one that differs
+            assert trajectory_digest(driver, db, other, tid) == trajectory_digest(
+                driver, db, tenant, tid
+            ), (other, tid)
+        assert graph_digest(driver, db, other) == expected, other
 
 
 BAD_LINES = [
@@ -114,7 +98,12 @@ def _dead_letters(folder: Path, tenant: str) -> list[dict[str, Any]]:
 
 
 def test_dead_letters_are_the_same_on_the_portable_runner(
-    driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path, worker_pool: str
+    driver: Any,
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
+    worker_pool: str,
 ) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -123,20 +112,16 @@ def test_dead_letters_are_the_same_on_the_portable_runner(
     (logs / "broken.json").write_text("{broken")
     db = neo4j_settings.neo4j.database
     others = {"loopback": LOOPBACK, "external": _external(worker_pool)}
-    try:
-        direct = _ingest([str(logs)], tenant, neo4j_settings, tmp_path / "dl-direct")
-        assert (direct.records, direct.ingested, direct.dead_lettered) == (6, 2, 4)
-        expected = _dead_letters(tmp_path / "dl-direct", tenant)
-        assert [r["stage"] for r in expected] == ["read", "normalize", "merge", "validate"]
-        for name, flags in others.items():
-            t = f"{tenant}-{name}"
-            s = _ingest([str(logs)], t, neo4j_settings, tmp_path / f"dl-{name}", *flags)
-            _same_run(direct, s)
-            assert _dead_letters(tmp_path / f"dl-{name}", t) == expected, name
-            assert graph_digest(driver, db, t) == graph_digest(driver, db, tenant), name
-    finally:
-        for name in others:
-            governance.delete_tenant(driver, db, f"{tenant}-{name}")
+    direct = ingested(logs, tenant=tenant)
+    d = direct.summary
+    assert (d.records, d.ingested, d.dead_lettered) == (6, 2, 4)
+    expected = _dead_letters(direct.dead_letter, tenant)
+    assert [r["stage"] for r in expected] == ["read", "normalize", "merge", "validate"]
+    for name, flags in others.items():
+        run = ingested(logs, args=flags)
+        _same_run(d, run.summary)
+        assert _dead_letters(run.dead_letter, run.tenant) == expected, name
+        assert graph_digest(driver, db, run.tenant) == graph_digest(driver, db, tenant), name
 
 
 def _events() -> list[tuple[str, dict[str, Any]]]:
@@ -240,7 +225,7 @@ def test_flink_without_the_job_server_jar_fails_fast_with_its_coordinates(
 # Beam's gRPC connectivity thread trips over the channel Beam closed after the failed start.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_flink_flags_reach_beams_job_server_launch(
-    shared_dir: Path, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    shared_dir: Path, ingested: Ingest, tenant: str, tmp_path: Path
 ) -> None:
     """With a jar at hand, Beam's FlinkRunner starts ``<java> -jar <jar> --flink-master
     [local]``: a stand-in java records that command and exits, so no Flink is needed."""
@@ -250,18 +235,10 @@ def test_flink_flags_reach_beams_job_server_launch(
     java = tmp_path / "java"
     java.write_text(f'#!/bin/sh\necho "$@" > {argv_file}\nexit 3\n')
     java.chmod(0o755)
+    flags = ["--runner", "FlinkRunner", f"--flink_job_server_jar={jar}"]
+    flags += [f"--job_server_java_launcher={java}", "--job_server_timeout=30"]
     with pytest.raises(RuntimeError, match="failed to start"):
-        _ingest(
-            [str(shared_dir)],
-            tenant,
-            neo4j_settings,
-            tmp_path / "dl",
-            "--runner",
-            "FlinkRunner",
-            f"--flink_job_server_jar={jar}",
-            f"--job_server_java_launcher={java}",
-            "--job_server_timeout=30",
-        )
+        ingested(shared_dir, tenant=tenant, args=flags)
     launched = argv_file.read_text().split()
     assert launched[:2] == ["-jar", str(jar)]
     assert launched[launched.index("--flink-master") + 1] == "[local]"

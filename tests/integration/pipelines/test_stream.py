@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.integration.ingesting import Ingest
 from trajgraph.graph import governance, ids
 from trajgraph.graph.digest import trajectory_digest
-from trajgraph.jobs import ingest
 from trajgraph.pipelines import stream
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.settings import Settings
@@ -72,7 +72,7 @@ def _stream(directory: Path, tenant: str, settings: Settings, seconds: float, dl
 
 
 def test_stream_latency_restart_and_equality_with_batch(
-    shared_dir: Path, driver: Any, neo4j_settings: Settings, tmp_path: Path
+    shared_dir: Path, driver: Any, neo4j_settings: Settings, ingested: Ingest, tmp_path: Path
 ) -> None:
     path = shared_dir / "mini-swe-agent" / "django__django-16255.traj.json"
     (real,) = [t for rec in split_records(str(path), path.read_bytes()) for t in normalize(rec)]
@@ -84,7 +84,7 @@ def test_stream_latency_restart_and_equality_with_batch(
     shuffled = rest[:]
     rng.shuffle(shuffled)
     shuffled += rng.sample(rest, 4)  # duplicates
-    streamed, batch = f"st-{uuid.uuid4().hex[:6]}", f"sb-{uuid.uuid4().hex[:6]}"
+    streamed = f"st-{uuid.uuid4().hex[:6]}"
     live = tmp_path / "live"
     live.mkdir()
     log = live / "events.jsonl"
@@ -125,30 +125,13 @@ def test_stream_latency_restart_and_equality_with_batch(
         assert str(log) in letters[0]
 
         # The same trajectory, batch-ingested: the two graphs are identical.
-        batch_file = tmp_path / "batch" / "django.jsonl"
-        batch_file.parent.mkdir()
-        batch_file.write_text(json.dumps(traj) + "\n")
-        s = ingest.run(
-            [
-                str(batch_file),
-                "--tenant",
-                batch,
-                "--progress",
-                "off",
-                "--format",
-                "canonical",
-                "--dead-letter",
-                str(tmp_path / "bdl"),
-            ],
-            settings=neo4j_settings,
-        )
-        assert s.ingested == 1
+        batch = ingested(traj, args=("--format", "canonical"))
+        assert batch.summary.ingested == 1
         assert trajectory_digest(driver, db, streamed, tid) == trajectory_digest(
-            driver, db, batch, tid
+            driver, db, batch.tenant, tid
         )
     finally:
-        for t in (streamed, batch):
-            governance.delete_tenant(driver, db, t)
+        governance.delete_tenant(driver, db, streamed)
 
 
 @pytest.mark.parametrize("bad", ["not a dir"])

@@ -8,10 +8,8 @@ runs with its documented example params (tenant swapped), then with specific par
 
 from __future__ import annotations
 
-import json
 import re
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +17,7 @@ from typing import Any
 import neo4j
 import pytest
 
-from trajgraph.graph import governance
-from trajgraph.jobs import ingest
+from tests.integration.ingesting import NO_MODELS, Ingest
 from trajgraph.queries import library
 from trajgraph.settings import Settings
 
@@ -122,45 +119,12 @@ def example_params(driver: neo4j.Driver, database: str, name: str) -> dict[str, 
 
 
 @pytest.fixture(scope="module")
-def lib(
-    driver: neo4j.Driver,
-    neo4j_settings: Settings,
-    shared_dir: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Lib]:
-    tenant = f"lib-{uuid.uuid4().hex[:8]}"
-    database = neo4j_settings.neo4j.database
-    tmp = tmp_path_factory.mktemp("cypher-library")
-    synthetic = tmp / "synthetic.jsonl"
-    synthetic.write_text(
-        "".join(
-            json.dumps(_trajectory(i, t)) + "\n" for i, t in ((PORT, PORT_TURNS), (DB, DB_TURNS))
-        ),
-        encoding="utf-8",
-    )
-    try:
-        summary = ingest.run(
-            [
-                str(shared_dir),
-                str(synthetic),
-                "--tenant",
-                tenant,
-                "--extractor",
-                "heuristic",
-                "--embedder",
-                "none",
-                "--progress",
-                "off",
-                "--dead-letter",
-                str(tmp / "dl"),
-            ],
-            settings=neo4j_settings,
-        )
-        assert summary.dead_lettered == 0
-        assert summary.ingested == len(REAL_IDS) + 2
-        yield Lib(driver, database, tenant)
-    finally:
-        governance.delete_tenant(driver, database, tenant)
+def lib(driver: neo4j.Driver, neo4j_settings: Settings, shared_dir: Path, ingested: Ingest) -> Lib:
+    synthetic = [_trajectory(i, t) for i, t in ((PORT, PORT_TURNS), (DB, DB_TURNS))]
+    run = ingested(shared_dir, synthetic, args=NO_MODELS)
+    assert run.summary.dead_lettered == 0
+    assert run.summary.ingested == len(REAL_IDS) + 2
+    return Lib(driver, neo4j_settings.neo4j.database, run.tenant)
 
 
 # -- helpers ----------------------------------------------------------------------------------

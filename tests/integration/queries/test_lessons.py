@@ -14,8 +14,6 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
+from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.integration.servers import serve_in_thread
 from trajgraph import cli
 from trajgraph.api import create_app
@@ -32,7 +31,6 @@ from trajgraph.client import TrajGraph
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph import governance
 from trajgraph.graph.embedders import HashEmbedder
-from trajgraph.jobs import ingest
 from trajgraph.mcp_server import RequireBearer, build_server
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries import library
@@ -59,23 +57,12 @@ def run_id(n: str) -> str:
     return f"django__django-{n}"
 
 
-def _ingest(paths: list[Path], tenant: str, settings: Settings, tmp: Path) -> ingest.IngestSummary:
-    args = [str(p) for p in paths] + [
-        "--tenant", tenant, "--extractor", "heuristic", "--embedder", "none",
-        "--progress", "off", "--dead-letter", str(tmp / "dl"),
-    ]  # fmt: skip
-    summary = ingest.run(args, settings=settings)
-    assert summary.dead_lettered == 0
-    return summary
-
-
 @dataclasses.dataclass
 class Corpus:
     driver: neo4j.Driver
     settings: Settings
     tenant: str
     paths: dict[str, Path]
-    tmp: Path
 
     @property
     def db(self) -> str:
@@ -98,22 +85,15 @@ class Corpus:
 
 @pytest.fixture(scope="module")
 def corpus(
-    driver: neo4j.Driver,
-    neo4j_settings: Settings,
-    django_corpus: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Corpus]:
-    tenant = f"lessons-{uuid.uuid4().hex[:8]}"
-    tmp = tmp_path_factory.mktemp("lessons")
+    driver: neo4j.Driver, neo4j_settings: Settings, django_corpus: Path, ingested: Ingest
+) -> Corpus:
     paths = {
         run_id(n): django_corpus / f"{run_id(n)}.traj.json" for n in SETTINGS_RUNS + OTHER_RUNS
     }
-    summary = _ingest(list(paths.values()), tenant, neo4j_settings, tmp)
-    assert summary.ingested == len(paths)
-    try:
-        yield Corpus(driver, neo4j_settings, tenant, paths, tmp)
-    finally:
-        governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
+    run = ingested(*paths.values(), args=NO_MODELS)
+    assert run.summary.dead_lettered == 0
+    assert run.summary.ingested == len(paths)
+    return Corpus(driver, neo4j_settings, run.tenant, paths)
 
 
 def _raw_actions(path: Path) -> dict[int, str]:
@@ -282,9 +262,8 @@ MOCK = (
 
 
 def test_remind_names_what_other_runs_tried_in_vain(
-    driver: neo4j.Driver, neo4j_settings: Settings, tmp_path: Path
+    driver: neo4j.Driver, neo4j_settings: Settings, ingested: Ingest
 ) -> None:
-    tenant = f"lessons-remind-{uuid.uuid4().hex[:8]}"
     runs = [
         _run(f"elsewhere-{i}", [
             ("python repro.py", _fail()),
@@ -295,60 +274,59 @@ def test_remind_names_what_other_runs_tried_in_vain(
         ])
         for i in (1, 2)
     ] + [_run("asking", [("python repro.py", _fail()), ("ls", OK)])]  # fmt: skip
-    log = tmp_path / "runs.jsonl"
-    log.write_text("".join(json.dumps(r) + "\n" for r in runs))
-    _ingest([log], tenant, neo4j_settings, tmp_path)
+    run = ingested(runs, args=NO_MODELS)
+    assert run.summary.dead_lettered == 0
+    tenant = run.tenant
     db = neo4j_settings.neo4j.database
-    try:
-        said = remind(
-            driver,
-            database=db,
-            tenant=tenant,
-            trajectory="asking",
-            next_action="pip install psycopg2",
-        )
-        assert said.rule == "failed_elsewhere" and said.cites == [0]
-        assert "elsewhere-1 turn 1" in (said.reminder or "")
-        assert "elsewhere-2 turn 1" in (said.reminder or "")
-        # what the action adds to the failing command is what counts
-        rerun = remind(
-            driver,
-            database=db,
-            tenant=tenant,
-            trajectory="asking",
-            next_action="pip install psycopg2 && python repro.py",
-        )
-        assert rerun.rule == "failed_elsewhere" and "ran `pip install psycopg2`" in (
-            rerun.reminder or ""
-        )
-        for quiet in ("ls -la", "pip install requests", "python repro.py --verbose"):
-            r = remind(driver, database=db, tenant=tenant, trajectory="asking", next_action=quiet)
-            assert r.rule != "failed_elsewhere", quiet
-        # before the failure there is nothing open to be reminded of
-        early = remind(
-            driver,
-            database=db,
-            tenant=tenant,
-            trajectory="asking",
-            next_action="pip install psycopg2",
-            before_turn=0,
-        )
-        assert early.reminder is None
-        # the lessons for the asking run point at the mock, not the install
-        answer = lessons(driver, database=db, tenant=tenant, trajectory="asking", turn=0)
-        (sig,) = answer.signatures
-        assert sig["resolutions"][0]["steps"][0]["turn"] == 3
-        (tried,) = sig["did_not_help"]
-        assert tried["key"] == "pip install psycopg2" and tried["never_helped"]
-        assert tried["runs"] == ["elsewhere-1", "elsewhere-2"]
-    finally:
-        governance.delete_tenant(driver, db, tenant)
+    said = remind(
+        driver,
+        database=db,
+        tenant=tenant,
+        trajectory="asking",
+        next_action="pip install psycopg2",
+    )
+    assert said.rule == "failed_elsewhere" and said.cites == [0]
+    assert "elsewhere-1 turn 1" in (said.reminder or "")
+    assert "elsewhere-2 turn 1" in (said.reminder or "")
+    # what the action adds to the failing command is what counts
+    rerun = remind(
+        driver,
+        database=db,
+        tenant=tenant,
+        trajectory="asking",
+        next_action="pip install psycopg2 && python repro.py",
+    )
+    assert rerun.rule == "failed_elsewhere" and "ran `pip install psycopg2`" in (
+        rerun.reminder or ""
+    )
+    for quiet in ("ls -la", "pip install requests", "python repro.py --verbose"):
+        r = remind(driver, database=db, tenant=tenant, trajectory="asking", next_action=quiet)
+        assert r.rule != "failed_elsewhere", quiet
+    # before the failure there is nothing open to be reminded of
+    early = remind(
+        driver,
+        database=db,
+        tenant=tenant,
+        trajectory="asking",
+        next_action="pip install psycopg2",
+        before_turn=0,
+    )
+    assert early.reminder is None
+    # the lessons for the asking run point at the mock, not the install
+    answer = lessons(driver, database=db, tenant=tenant, trajectory="asking", turn=0)
+    (sig,) = answer.signatures
+    assert sig["resolutions"][0]["steps"][0]["turn"] == 3
+    (tried,) = sig["did_not_help"]
+    assert tried["key"] == "pip install psycopg2" and tried["never_helped"]
+    assert tried["runs"] == ["elsewhere-1", "elsewhere-2"]
 
 
 # -- deletes, rewrites, re-ingests, tenants --------------------------------------------------------
 
 
-def test_delete_and_reingest_keep_lessons_and_counts_right(corpus: Corpus) -> None:
+def test_delete_and_reingest_keep_lessons_and_counts_right(
+    corpus: Corpus, ingested: Ingest
+) -> None:
     gone = run_id("14534")
     before = corpus.lessons(error=SETTINGS_ERROR)
     nodes = corpus.count("MATCH (n {tenant: $t}) RETURN count(n) AS n", t=corpus.tenant)
@@ -368,7 +346,8 @@ def test_delete_and_reingest_keep_lessons_and_counts_right(corpus: Corpus) -> No
         == 0
     )
     assert corpus.signature_count(SETTINGS_SIG) == 1  # still shown by six runs
-    _ingest([corpus.paths[gone]], corpus.tenant, corpus.settings, corpus.tmp)
+    back = ingested(corpus.paths[gone], tenant=corpus.tenant, args=NO_MODELS)
+    assert back.summary.dead_lettered == 0
     again = corpus.lessons(error=SETTINGS_ERROR)
     assert again.signatures == before.signatures and again.text == before.text
     assert corpus.count("MATCH (n {tenant: $t}) RETURN count(n) AS n", t=corpus.tenant) == nodes
@@ -376,16 +355,16 @@ def test_delete_and_reingest_keep_lessons_and_counts_right(corpus: Corpus) -> No
         corpus.count("MATCH (n {tenant: $t})-[r]->() RETURN count(r) AS n", t=corpus.tenant) == rels
     )
     # ingesting the same files again writes nothing
-    summary = _ingest(list(corpus.paths.values()), corpus.tenant, corpus.settings, corpus.tmp)
+    summary = ingested(*corpus.paths.values(), tenant=corpus.tenant, args=NO_MODELS).summary
+    assert summary.dead_lettered == 0
     assert summary.unchanged == len(corpus.paths) and summary.rows_written == 0
 
 
 def test_the_last_run_of_a_signature_takes_it_along(
-    driver: neo4j.Driver, neo4j_settings: Settings, tmp_path: Path
+    driver: neo4j.Driver, neo4j_settings: Settings, ingested: Ingest, tmp_path: Path
 ) -> None:
     """Deleting or rewriting the only trajectories that showed a failure removes its
     signature: no node is left without the error states it counts."""
-    tenant = f"lessons-orphans-{uuid.uuid4().hex[:8]}"
     db = neo4j_settings.neo4j.database
     failing = [_run("r1", [("python repro.py", _fail()), ("python repro.py", OK)])]
     log = tmp_path / "r.jsonl"
@@ -399,54 +378,49 @@ def test_the_last_run_of_a_signature_takes_it_along(
         )
         return int(records[0]["n"])
 
-    try:
-        _ingest([log, other], tenant, neo4j_settings, tmp_path)
-        assert signatures() == 1
-        governance.delete_trajectory(driver, db, tenant, "r2")
-        assert signatures() == 1
-        # r1 rewritten without the failure: its signature goes with the old content
-        fixed = _run("r1", [("python repro.py", OK)])
-        log.write_text(json.dumps(fixed) + "\n")
-        _ingest([log], tenant, neo4j_settings, tmp_path)
-        assert signatures() == 0
-        records, _, _ = driver.execute_query(
-            "MATCH (r:Resolution {tenant: $t}) RETURN count(r) AS n", t=tenant, database_=db
-        )
-        assert records[0]["n"] == 0
-        # and back
-        log.write_text(json.dumps(failing[0]) + "\n")
-        _ingest([log], tenant, neo4j_settings, tmp_path)
-        assert signatures() == 1
-        governance.delete_trajectory(driver, db, tenant, "r1")
-        assert signatures() == 0
-    finally:
-        governance.delete_tenant(driver, db, tenant)
+    run = ingested(log, other, args=NO_MODELS)
+    assert run.summary.dead_lettered == 0
+    tenant = run.tenant
+    assert signatures() == 1
+    governance.delete_trajectory(driver, db, tenant, "r2")
+    assert signatures() == 1
+    # r1 rewritten without the failure: its signature goes with the old content
+    fixed = _run("r1", [("python repro.py", OK)])
+    log.write_text(json.dumps(fixed) + "\n")
+    assert ingested(log, tenant=tenant, args=NO_MODELS).summary.dead_lettered == 0
+    assert signatures() == 0
+    records, _, _ = driver.execute_query(
+        "MATCH (r:Resolution {tenant: $t}) RETURN count(r) AS n", t=tenant, database_=db
+    )
+    assert records[0]["n"] == 0
+    # and back
+    log.write_text(json.dumps(failing[0]) + "\n")
+    assert ingested(log, tenant=tenant, args=NO_MODELS).summary.dead_lettered == 0
+    assert signatures() == 1
+    governance.delete_trajectory(driver, db, tenant, "r1")
+    assert signatures() == 0
 
 
-def test_tenants_do_not_share_lessons(corpus: Corpus) -> None:
-    other = f"{corpus.tenant}-b"
+def test_tenants_do_not_share_lessons(corpus: Corpus, ingested: Ingest) -> None:
     first = run_id(SETTINGS_RUNS[0])
-    try:
-        _ingest([corpus.paths[first]], other, corpus.settings, corpus.tmp)
-        theirs = lessons(corpus.driver, database=corpus.db, tenant=other, error=SETTINGS_ERROR)
-        assert theirs.signatures[0]["runs"] == [first]  # only their own run
-        ours = corpus.lessons(error=SETTINGS_ERROR)
-        assert len(ours.signatures[0]["runs"]) == 7
-        records, _, _ = corpus.driver.execute_query(
-            "MATCH (g:Signature) WHERE g.tenant IN [$a, $b] AND g.text STARTS WITH $s "
-            "RETURN collect(DISTINCT g.uid) AS uids",
-            a=corpus.tenant,
-            b=other,
-            s=SETTINGS_SIG,
-            database_=corpus.db,
-        )
-        assert len(records[0]["uids"]) == 2  # one node per tenant
-        nobody = lessons(
-            corpus.driver, database=corpus.db, tenant=f"{other}-x", error=SETTINGS_ERROR
-        )
-        assert nobody.signatures == [] and nobody.unknown
-    finally:
-        governance.delete_tenant(corpus.driver, corpus.db, other)
+    run = ingested(corpus.paths[first], args=NO_MODELS)
+    assert run.summary.dead_lettered == 0
+    other = run.tenant
+    theirs = lessons(corpus.driver, database=corpus.db, tenant=other, error=SETTINGS_ERROR)
+    assert theirs.signatures[0]["runs"] == [first]  # only their own run
+    ours = corpus.lessons(error=SETTINGS_ERROR)
+    assert len(ours.signatures[0]["runs"]) == 7
+    records, _, _ = corpus.driver.execute_query(
+        "MATCH (g:Signature) WHERE g.tenant IN [$a, $b] AND g.text STARTS WITH $s "
+        "RETURN collect(DISTINCT g.uid) AS uids",
+        a=corpus.tenant,
+        b=other,
+        s=SETTINGS_SIG,
+        database_=corpus.db,
+    )
+    assert len(records[0]["uids"]) == 2  # one node per tenant
+    nobody = lessons(corpus.driver, database=corpus.db, tenant=f"{other}-x", error=SETTINGS_ERROR)
+    assert nobody.signatures == [] and nobody.unknown
 
 
 # -- front ends ---------------------------------------------------------------------------------

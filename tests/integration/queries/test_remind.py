@@ -5,20 +5,17 @@ path through tests/fake_openai.py."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fake_openai import FakeOpenAI
+from tests.integration.ingesting import NO_MODELS, Ingest, Log
 from trajgraph import cli
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
-from trajgraph.graph import governance
-from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.memory.remind import remind
@@ -56,16 +53,6 @@ def _trajectory(id_: str, turns: list[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
-def _ingest(paths: list[Path], tenant: str, settings: Settings, tmp: Path) -> None:
-    s = ingest.run(
-        [str(p) for p in paths]
-        + ["--tenant", tenant, "--embedder", "none", "--extractor", "heuristic"]
-        + ["--progress", "off", "--dead-letter", str(tmp / "dl")],
-        settings=settings,
-    )
-    assert s.dead_lettered == 0 and s.ingested == len(paths)
-
-
 def _real(shared: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for path in (shared / "swe-agent/pydicom__pydicom-1458.traj",
@@ -77,21 +64,16 @@ def _real(shared: Path) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def corpus(
-    driver: Any, neo4j_settings: Settings, shared_dir: Path, tmp_path_factory: Any
-) -> Iterator[str]:
-    tenant = f"remind-{uuid.uuid4().hex[:8]}"
-    tmp: Path = tmp_path_factory.mktemp("remind")
-    rules = tmp / "rules.jsonl"
-    rules.write_text(json.dumps(_trajectory(RULES, RULES_TURNS)) + "\n")
-    _ingest(
-        [shared_dir / "swe-agent/pydicom__pydicom-1458.traj",
-         shared_dir / "mini-swe-agent/django__django-16255.traj.json",
-         shared_dir / SPIDER_FILE, rules],
-        tenant, neo4j_settings, tmp,
-    )  # fmt: skip
-    yield tenant
-    governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
+def corpus(shared_dir: Path, ingested: Ingest) -> str:
+    logs: list[Log] = [
+        shared_dir / "swe-agent/pydicom__pydicom-1458.traj",
+        shared_dir / "mini-swe-agent/django__django-16255.traj.json",
+        shared_dir / SPIDER_FILE,
+        _trajectory(RULES, RULES_TURNS),
+    ]
+    run = ingested(*logs, args=NO_MODELS)
+    assert run.summary.dead_lettered == 0 and run.summary.ingested == len(logs)
+    return run.tenant
 
 
 def _remind(driver: Any, settings: Settings, tenant: str, trajectory: str, action: str,
@@ -236,47 +218,39 @@ def test_the_brief(driver: Any, neo4j_settings: Settings, corpus: str) -> None:
 
 
 def test_before_turn_equals_a_graph_of_the_prefix(
-    driver: Any, neo4j_settings: Settings, corpus: str, shared_dir: Path, tmp_path: Path
+    driver: Any, neo4j_settings: Settings, ingested: Ingest, corpus: str, shared_dir: Path
 ) -> None:
     db = neo4j_settings.neo4j.database
-    prefix_tenant = f"{corpus}-prefix"
     rules = _trajectory(RULES, RULES_TURNS)
     cases = [(_real(shared_dir)[PYDICOM], 7), (_real(shared_dir)[DJANGO], 10), (rules, 8)]
-    try:
-        paths: list[Path] = []
+    prefixes = [
+        {k: traj[k] for k in ("id", "task")} | {"turns": [x for x in traj["turns"] if x["idx"] < t]}
+        for traj, t in cases
+    ]
+    cut_run = ingested(*prefixes, args=NO_MODELS)
+    assert cut_run.summary.dead_lettered == 0 and cut_run.summary.ingested == len(prefixes)
+    prefix_tenant = cut_run.tenant
+    with driver.session(database=db) as s:
         for traj, t in cases:
-            prefix = {k: traj[k] for k in ("id", "task")} | {
-                "turns": [x for x in traj["turns"] if x["idx"] < t]
-            }
-            path = tmp_path / f"{len(paths)}.jsonl"
-            path.write_text(json.dumps(prefix) + "\n")
-            paths.append(path)
-        _ingest(paths, prefix_tenant, neo4j_settings, tmp_path)
-        with driver.session(database=db) as s:
-            for traj, t in cases:
-                seen = Memory(s, tenant=corpus, trajectory=traj["id"], before_turn=t)
-                cut = Memory(s, tenant=prefix_tenant, trajectory=traj["id"])
-                whole = Memory(s, tenant=corpus, trajectory=traj["id"])
-                assert seen.turns == cut.turns and seen.turn_count == cut.turn_count == t
-                assert seen.current_states == cut.current_states
-                assert seen.fixes == cut.fixes
-                assert seen.failure_causes(list(range(t))) == cut.failure_causes(list(range(t)))
-                kinds = ("path", "command", "error", "symbol")
-                assert seen.identifiers(kinds, limit=100) == cut.identifiers(kinds, limit=100)
-                # ... and the full graph does differ, so the view is doing the work.
-                assert whole.current_states != seen.current_states
-        for traj, t in cases:
-            for action in [traj["turns"][t]["action"], "make deploy", "cat notes.txt"]:
-                a = _remind(driver, neo4j_settings, corpus, traj["id"], action, before=t)
-                b = _remind(driver, neo4j_settings, prefix_tenant, traj["id"], action)
-                assert (a.reminder, a.cites, a.rule) == (b.reminder, b.cites, b.rule)
-            a = build_brief(
-                driver, database=db, tenant=corpus, trajectory=traj["id"], before_turn=t
-            )
-            b = build_brief(driver, database=db, tenant=prefix_tenant, trajectory=traj["id"])
-            assert (a.text, a.sections, a.omitted) == (b.text, b.sections, b.omitted)
-    finally:
-        governance.delete_tenant(driver, db, prefix_tenant)
+            seen = Memory(s, tenant=corpus, trajectory=traj["id"], before_turn=t)
+            cut = Memory(s, tenant=prefix_tenant, trajectory=traj["id"])
+            whole = Memory(s, tenant=corpus, trajectory=traj["id"])
+            assert seen.turns == cut.turns and seen.turn_count == cut.turn_count == t
+            assert seen.current_states == cut.current_states
+            assert seen.fixes == cut.fixes
+            assert seen.failure_causes(list(range(t))) == cut.failure_causes(list(range(t)))
+            kinds = ("path", "command", "error", "symbol")
+            assert seen.identifiers(kinds, limit=100) == cut.identifiers(kinds, limit=100)
+            # ... and the full graph does differ, so the view is doing the work.
+            assert whole.current_states != seen.current_states
+    for traj, t in cases:
+        for action in [traj["turns"][t]["action"], "make deploy", "cat notes.txt"]:
+            a = _remind(driver, neo4j_settings, corpus, traj["id"], action, before=t)
+            b = _remind(driver, neo4j_settings, prefix_tenant, traj["id"], action)
+            assert (a.reminder, a.cites, a.rule) == (b.reminder, b.cites, b.rule)
+        a = build_brief(driver, database=db, tenant=corpus, trajectory=traj["id"], before_turn=t)
+        b = build_brief(driver, database=db, tenant=prefix_tenant, trajectory=traj["id"])
+        assert (a.text, a.sections, a.omitted) == (b.text, b.sections, b.omitted)
 
 
 # -- the CLI ---------------------------------------------------------------------------------------

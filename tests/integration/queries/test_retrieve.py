@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fake_openai import FakeOpenAI
+from tests.integration.ingesting import Ingest
 from trajgraph import cli
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
-from trajgraph.graph import governance
 from trajgraph.graph.embedders import HashEmbedder, embedder_name, get_embedder
-from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import LLMSettings, Settings
@@ -45,19 +43,11 @@ DJANGO = "django__django-16255"
 
 
 @pytest.fixture(scope="module")
-def corpus(
-    shared_dir: Path, driver: Any, neo4j_settings: Settings, tmp_path_factory: Any
-) -> Iterator[str]:
+def corpus(shared_dir: Path, ingested: Ingest) -> str:
     """A tenant holding the real logs and the synthetic trajectory (deleted afterwards)."""
-    tenant = f"r-{uuid.uuid4().hex[:8]}"
-    tmp = tmp_path_factory.mktemp("retrieve")
-    syn = tmp / "synthetic.jsonl"
-    syn.write_text(json.dumps(SYNTHETIC) + "\n")
-    argv = [str(shared_dir), str(syn), "--tenant", tenant, "--progress", "off"]
-    summary = ingest.run([*argv, "--dead-letter", str(tmp / "dl")], settings=neo4j_settings)
-    assert summary.balanced and summary.dead_lettered == 0
-    yield tenant
-    governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
+    run = ingested(shared_dir, SYNTHETIC)
+    assert run.summary.balanced and run.summary.dead_lettered == 0
+    return run.tenant
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,15 @@ from typing import Any
 
 import pytest
 
+from tests.integration.ingesting import Ingest
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
 from trajgraph.errors import ConfigError, NotFoundError
-from trajgraph.jobs import ingest
 from trajgraph.queries.why.chain import render_text, why_chain
 
 
 @pytest.fixture
-def demo_ingested(neo4j_settings: Any, tenant: str, tmp_path: Path) -> str:
-    path = write_sample(tmp_path)
-    summary = ingest.run(
-        [str(path), "--tenant", tenant, "--dead-letter", str(tmp_path / "dl"), "--progress", "off"],
-        settings=neo4j_settings,
-    )
-    assert summary.ingested == 1
+def demo_ingested(ingested: Ingest, tenant: str, tmp_path: Path) -> str:
+    assert ingested(write_sample(tmp_path), tenant=tenant).summary.ingested == 1
     return tenant
 
 

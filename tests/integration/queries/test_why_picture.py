@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.paths import ARTIFACTS
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
-from trajgraph.jobs import ingest
 from trajgraph.queries.why.chain import why_chain
 from trajgraph.queries.why.render import render_html
 
@@ -135,25 +135,10 @@ def near(pixel: tuple[int, int, int], colour: tuple[int, int, int], tol: int = 8
 
 
 @pytest.fixture
-def demo_chain(driver: Any, neo4j_settings: Any, tenant: str, tmp_path: Path) -> list[dict]:
-    path = write_sample(tmp_path)
-    summary = ingest.run(
-        [
-            str(path),
-            "--tenant",
-            tenant,
-            "--extractor",
-            "heuristic",
-            "--embedder",
-            "none",
-            "--progress",
-            "off",
-            "--dead-letter",
-            str(tmp_path / "dl"),
-        ],
-        settings=neo4j_settings,
-    )
-    assert summary.ingested == 1
+def demo_chain(
+    driver: Any, neo4j_settings: Any, ingested: Ingest, tenant: str, tmp_path: Path
+) -> list[dict]:
+    assert ingested(write_sample(tmp_path), tenant=tenant, args=NO_MODELS).summary.ingested == 1
     chain = why_chain(
         driver,
         database=neo4j_settings.neo4j.database,

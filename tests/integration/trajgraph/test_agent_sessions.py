@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
+from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.paths import AGENT_SESSIONS as CORPUS
 from tests.paths import REPO
 from trajgraph.graph import governance, ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.hooks.engine import HookEngine
 from trajgraph.hooks.server import alive
-from trajgraph.jobs import ingest, stream
+from trajgraph.jobs import stream
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.why.chain import why_chain
 from trajgraph.settings import Settings
@@ -78,12 +79,9 @@ def _turns_in_graph(driver: Any, tenant: str) -> dict[str, int]:
 
 
 def test_ingest_sessions_and_traces_every_tool_call_no_dead_letters(
-    corpus: Path, driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    corpus: Path, driver: Any, neo4j_settings: Settings, ingested: Ingest, tenant: str
 ) -> None:
-    s = ingest.run(
-        [str(corpus), "--tenant", tenant, "--embedder", "none", "--dead-letter", str(tmp_path)],
-        settings=neo4j_settings,
-    )
+    s = ingested(corpus, tenant=tenant, args=("--embedder", "none")).summary
     assert (s.files, s.records, s.ingested, s.dead_lettered) == (10, 16, 16, 0)
     assert s.turns == sum(TURNS.values()) == 599
     assert _turns_in_graph(driver, tenant) == TURNS
@@ -123,7 +121,12 @@ def _calls(path: Path) -> list[tuple[int, int, dict[str, Any]]]:
 
 
 def test_hook_incremental_writes_equal_a_batch_ingest(
-    corpus: Path, driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    corpus: Path,
+    driver: Any,
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
 ) -> None:
     source = corpus / "claude-code" / f"{A758}.jsonl"
     lines = source.read_bytes().splitlines(keepends=True)
@@ -153,29 +156,14 @@ def test_hook_incremental_writes_equal_a_batch_ingest(
         engine.close()
     assert _turns_in_graph(driver, tenant) == {A758: 18}
 
-    batch_tenant = f"{tenant}-b"
     prefix = tmp_path / "batch" / f"{A758}.jsonl"
     prefix.parent.mkdir()
     prefix.write_bytes(b"".join(lines[:upto]))
-    try:
-        s = ingest.run(
-            [
-                str(prefix),
-                "--tenant",
-                batch_tenant,
-                "--embedder",
-                "none",
-                "--extractor",
-                "heuristic",
-            ],
-            settings=neo4j_settings,
-        )
-        assert s.dead_lettered == 0
-        assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
-            driver, db, batch_tenant, A758
-        )
-    finally:
-        governance.delete_tenant(driver, db, batch_tenant)
+    batch = ingested(prefix, args=NO_MODELS)
+    assert batch.summary.dead_lettered == 0
+    assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
+        driver, db, batch.tenant, A758
+    )
 
 
 @pytest.fixture
@@ -300,7 +288,12 @@ def test_hook_end_to_end_silence_reminder_and_pass_through(
 
 
 def test_stream_follows_a_growing_session_file(
-    corpus: Path, driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    corpus: Path,
+    driver: Any,
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
 ) -> None:
     source = corpus / "claude-code" / f"{A758}.jsonl"
     lines = source.read_bytes().splitlines(keepends=True)
@@ -347,14 +340,5 @@ def test_stream_follows_a_growing_session_file(
         "MATCH (t:Turn {trajectory_uid: $u}) RETURN count(t) AS n", u=tid_uid
     ).records[0]["n"]
     assert turns == 32
-    batch = f"{tenant}-b"
-    try:
-        ingest.run(
-            [str(source), "--tenant", batch, "--embedder", "none", "--extractor", "heuristic"],
-            settings=neo4j_settings,
-        )
-        assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
-            driver, db, batch, A758
-        )
-    finally:
-        governance.delete_tenant(driver, db, batch)
+    batch = ingested(source, args=NO_MODELS).tenant
+    assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(driver, db, batch, A758)

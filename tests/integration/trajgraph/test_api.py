@@ -12,17 +12,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
 
+from tests.integration.ingesting import Ingest
 from trajgraph.api import MAX_BODY_BYTES, create_app
-from trajgraph.graph import governance
-from trajgraph.jobs import ingest
 from trajgraph.settings import Settings
 
 TRAJ = {
@@ -89,19 +86,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def api(driver: Any, neo4j_settings: Settings, tmp_path_factory: Any) -> Iterator[Api]:
-    a, b = f"api-a-{uuid.uuid4().hex[:6]}", f"api-b-{uuid.uuid4().hex[:6]}"
-    tmp: Path = tmp_path_factory.mktemp("api")
-    log = tmp / "t.jsonl"
-    log.write_text(json.dumps(TRAJ) + "\n")
-    other = tmp / "other.jsonl"
-    other.write_text(json.dumps({**TRAJ, "id": "tenant-b-only"}) + "\n")
-    for tenant, path in ((a, log), (b, other)):
-        s = ingest.run(
-            [str(path), "--tenant", tenant, "--progress", "off", "--dead-letter", str(tmp / "dl")],
-            settings=neo4j_settings,
-        )
-        assert s.ingested == 1
+def api(neo4j_settings: Settings, ingested: Ingest) -> Iterator[Api]:
+    runs = [ingested(TRAJ), ingested({**TRAJ, "id": "tenant-b-only"})]
+    assert [r.summary.ingested for r in runs] == [1, 1]
+    a, b = (r.tenant for r in runs)
     settings = dataclasses.replace(neo4j_settings, api_keys={KEY_A: a, KEY_B: b})
     port = _free_port()
     server = uvicorn.Server(
@@ -118,8 +106,6 @@ def api(driver: Any, neo4j_settings: Settings, tmp_path_factory: Any) -> Iterato
     finally:
         server.should_exit = True
         thread.join(timeout=10)
-        for tenant in (a, b):
-            governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
 
 
 def test_probes_and_openapi(api: Api) -> None:

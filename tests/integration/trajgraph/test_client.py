@@ -4,18 +4,16 @@ per-call argument, not-found errors, many threads on one client, and its lifecyc
 from __future__ import annotations
 
 import dataclasses
-import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import neo4j
 import pytest
 
+from tests.integration.ingesting import Ingest
 from trajgraph.client import Timeouts, TrajGraph
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph import digest
-from trajgraph.jobs import ingest
 from trajgraph.settings import Settings
 
 TRAJ = {
@@ -36,18 +34,18 @@ T = str(TRAJ["id"])
 
 
 @pytest.fixture
-def ingested(neo4j_settings: Settings, tenant: str, tmp_path: Path) -> Settings:
+def tenant_settings(ingested: Ingest, tenant: str) -> Settings:
     """A tenant holding TRAJ, and the settings whose default tenant it is."""
-    log = tmp_path / "t.jsonl"
-    log.write_text(json.dumps(TRAJ) + "\n")
-    argv = [str(log), "--tenant", tenant, "--progress", "off", "--dead-letter", str(tmp_path)]
-    assert ingest.run(argv, settings=neo4j_settings).ingested == 1
-    return dataclasses.replace(neo4j_settings, tenant=tenant)
+    run = ingested(TRAJ, tenant=tenant)
+    assert run.summary.ingested == 1
+    return run.settings
 
 
-def test_every_operation_through_one_client(ingested: Settings, driver: neo4j.Driver) -> None:
-    tenant = ingested.tenant
-    with TrajGraph.from_settings(ingested) as tg:
+def test_every_operation_through_one_client(
+    tenant_settings: Settings, driver: neo4j.Driver
+) -> None:
+    tenant = tenant_settings.tenant
+    with TrajGraph.from_settings(tenant_settings) as tg:
         assert tg.tenant == tenant and tg.llm is None
         tg.ping()
         assert [t["id"] for t in tg.trajectories()] == [T]
@@ -66,7 +64,7 @@ def test_every_operation_through_one_client(ingested: Settings, driver: neo4j.Dr
         rows = tg.run_query("identifier_timeline", {"identifier": "config.yaml", "trajectory": T})
         assert rows and {r["turn"] for r in rows} >= {0, 2}
         assert "why_chain" in tg.query_names()
-        db = ingested.neo4j.database
+        db = tenant_settings.neo4j.database
         assert tg.digest(T) == digest.trajectory_digest(driver, db, tenant, T)
         assert tg.digest() == digest.graph_digest(driver, db, tenant)
         with pytest.raises(ConfigError, match="exactly one"):
@@ -78,9 +76,9 @@ def test_every_operation_through_one_client(ingested: Settings, driver: neo4j.Dr
         assert tg.trajectories() == []
 
 
-def test_the_tenant_is_a_per_call_argument(ingested: Settings) -> None:
-    tenant = ingested.tenant
-    other = dataclasses.replace(ingested, tenant=f"{tenant}-other")
+def test_the_tenant_is_a_per_call_argument(tenant_settings: Settings) -> None:
+    tenant = tenant_settings.tenant
+    other = dataclasses.replace(tenant_settings, tenant=f"{tenant}-other")
     with TrajGraph.from_settings(other) as tg:
         assert tg.trajectories() == []
         assert [t["id"] for t in tg.trajectories(tenant=tenant)] == [T]
@@ -112,9 +110,9 @@ def test_the_tenant_is_a_per_call_argument(ingested: Settings) -> None:
             tg.delete(source="/nowhere.jsonl")
 
 
-def test_one_client_serves_many_threads(ingested: Settings) -> None:
+def test_one_client_serves_many_threads(tenant_settings: Settings) -> None:
     questions = ["Why did the test fail?", "How many times did the agent run pytest?"] * 4
-    with TrajGraph.from_settings(ingested) as tg:
+    with TrajGraph.from_settings(tenant_settings) as tg:
 
         def answer(q: str) -> tuple[Any, ...]:
             r = tg.retrieve(q, trajectory=T)  # all of it but the code's run time
@@ -130,21 +128,23 @@ def test_one_client_serves_many_threads(ingested: Settings) -> None:
 
 
 def test_lifecycle_and_a_caller_owned_driver(
-    ingested: Settings, driver: neo4j.Driver, monkeypatch: pytest.MonkeyPatch
+    tenant_settings: Settings, driver: neo4j.Driver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tg = TrajGraph.from_settings(ingested, timeouts=Timeouts(query_s=5.0, library_s=5.0))
+    tg = TrajGraph.from_settings(tenant_settings, timeouts=Timeouts(query_s=5.0, library_s=5.0))
     assert tg.trajectories()
     tg.close()
     tg.close()  # idempotent
     with pytest.raises(Exception, match="closed"):
         tg.driver.verify_connectivity()  # it owned its driver
     # Wrapping a driver the caller keeps: close() leaves it open.
-    with TrajGraph(driver, database=ingested.neo4j.database, tenant=ingested.tenant) as mine:
+    with TrajGraph(
+        driver, database=tenant_settings.neo4j.database, tenant=tenant_settings.tenant
+    ) as mine:
         assert [t["id"] for t in mine.trajectories()] == [T]
     driver.verify_connectivity()
     # The notebook line: settings from the environment (this test's Neo4j, no LLM).
     monkeypatch.delenv("TRAJGRAPH_LLM_MODEL", raising=False)
-    monkeypatch.setenv("TRAJGRAPH_TENANT", ingested.tenant)
+    monkeypatch.setenv("TRAJGRAPH_TENANT", tenant_settings.tenant)
     with TrajGraph.from_settings() as tg2:
         print(tg2.why(T, turn=1))
-        assert tg2.tenant == ingested.tenant and tg2.why(T, turn=1)
+        assert tg2.tenant == tenant_settings.tenant and tg2.why(T, turn=1)

@@ -26,19 +26,18 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fake_openai import FakeOpenAI
+from tests.integration.ingesting import Ingest
 from tests.integration.servers import Private
 from tests.paths import REPO
-from trajgraph.graph import digest, governance
+from trajgraph.graph import digest
 from trajgraph.graph import local_server as ls
 from trajgraph.graph.local_server import process as ls_process
-from trajgraph.jobs import ingest
 from trajgraph.jobs.summary import EXIT_FAILED, EXIT_PARTIAL
 from trajgraph.settings import LLMSettings, Settings
 
@@ -118,15 +117,14 @@ def _nightly(
 
 @pytest.mark.timeout(600)
 def test_neo4j_killed_mid_write_then_a_manifest_rerun_equals_a_clean_run(
-    private_neo4j: Private, shared_dir: Path, tmp_path: Path
+    private_neo4j: Private, ingested: Ingest, shared_dir: Path, tmp_path: Path
 ) -> None:
     p = private_neo4j
     t0 = time.monotonic()
 
     # A clean run into its own tenant: the reference digest and sizes.
-    argv = [str(shared_dir), "--tenant", "clean", "--extractor", "heuristic"]
-    argv += ["--embedder", "hash", "--dead-letter", str(tmp_path / "dl-clean"), "--progress", "off"]
-    clean = ingest.run(argv, settings=p.settings)
+    args = ("--extractor", "heuristic", "--embedder", "hash")
+    clean = ingested(shared_dir, tenant="clean", args=args, settings=p.settings).summary
     assert clean.exit_code == 0 and clean.dead_lettered == 0
     want = p.digest("clean")
     want_counts = p.labels("clean")
@@ -205,12 +203,7 @@ def _llm_settings(base: Settings, fake: FakeOpenAI, cache: Path) -> Settings:
     return dataclasses.replace(base, llm=llm)
 
 
-def _llm_ingest(
-    shared_dir: Path, tenant: str, settings: Settings, tmp: Path, *extra: str
-) -> ingest.IngestSummary:
-    argv = [str(shared_dir), "--extractor", "llm", "--embedder", "none", "--tenant", tenant]
-    argv += ["--dead-letter", str(tmp / "dl"), "--progress", "off", *extra]
-    return ingest.run(argv, settings=settings)
+LLM = ("--extractor", "llm", "--embedder", "none")
 
 
 @pytest.mark.timeout(600)
@@ -220,6 +213,7 @@ def test_llm_failing_part_way_then_a_healthy_rerun_equals_a_clean_llm_run(
     shared_dir: Path,
     driver: Any,
     neo4j_settings: Settings,
+    ingested: Ingest,
     tenant: str,
     tmp_path: Path,
     fake_llm: FakeOpenAI,
@@ -229,65 +223,59 @@ def test_llm_failing_part_way_then_a_healthy_rerun_equals_a_clean_llm_run(
     for the run: the extractor stops asking, the trajectories left are dead-lettered, the
     files ``failed``. Either way the run finishes with exit 3 and the rerun heals it."""
     db = neo4j_settings.neo4j.database
-    clean_tenant = f"t-{uuid.uuid4().hex[:8]}"
-    try:
-        clean = _llm_ingest(
-            shared_dir,
-            clean_tenant,
-            _llm_settings(neo4j_settings, fake_llm, tmp_path / "clean-cache.sqlite3"),
-            tmp_path / "clean",
-        )
-        assert clean.exit_code == 0 and clean.llm.get("fallbacks", 0) == 0
-        clean_requests = len(fake_llm.chat_requests)
-        want = digest.graph_digest(driver, db, clean_tenant)
+    clean_settings = _llm_settings(neo4j_settings, fake_llm, tmp_path / "clean-cache.sqlite3")
+    clean_run = ingested(shared_dir, args=LLM, settings=clean_settings)
+    clean = clean_run.summary
+    assert clean.exit_code == 0 and clean.llm.get("fallbacks", 0) == 0
+    clean_requests = len(fake_llm.chat_requests)
+    want = digest.graph_digest(driver, db, clean_run.tenant)
 
-        fake_llm.reset()
-        answered = clean_requests // 2
-        if fault == "outage":
-            fake_llm.script(*["ok"] * answered, *["500", "drop", "503"] * 40)
-        else:
-            fake_llm.script(*["ok"] * answered, "401")
-        settings = _llm_settings(neo4j_settings, fake_llm, tmp_path / "cache.sqlite3")
-        manifest = str(tmp_path / "manifest.json")
-        hurt = _llm_ingest(shared_dir, tenant, settings, tmp_path, "--manifest", manifest)
-        assert (hurt.status, hurt.exit_code) == ("partial", EXIT_PARTIAL)
-        assert hurt.balanced and hurt.records == clean.records
-        assert 0 < len(hurt.files_retry) <= clean.files
-        entries = json.loads(Path(manifest).read_text())["scopes"][0]["files"]
-        retry = {k for k, v in entries.items() if v["status"] != "done"}
-        assert {os.path.abspath(f) for f in hurt.files_retry} == retry
-        if fault == "outage":  # nothing lost: the heuristic stood in
-            assert hurt.dead_lettered == 0 and hurt.ingested == clean.ingested
-            assert hurt.turns == clean.turns
-            assert 0 < hurt.windows_degraded < clean.windows
-            assert hurt.llm["errors"] >= 3 and hurt.llm.get("skipped_server_down", 0) > 0
-            assert {entries[k]["status"] for k in retry} == {"degraded"}
-        else:  # the key was refused: no guessing, the rest is dead-lettered with the reason
-            assert 0 < hurt.dead_lettered < clean.records and hurt.windows_degraded == 0
-            assert len(fake_llm.chat_requests) == answered + 1  # it stopped asking
-            assert {entries[k]["status"] for k in retry} == {"failed"}
-        assert digest.graph_digest(driver, db, tenant) != want
+    fake_llm.reset()
+    answered = clean_requests // 2
+    if fault == "outage":
+        fake_llm.script(*["ok"] * answered, *["500", "drop", "503"] * 40)
+    else:
+        fake_llm.script(*["ok"] * answered, "401")
+    settings = _llm_settings(neo4j_settings, fake_llm, tmp_path / "cache.sqlite3")
+    manifest = str(tmp_path / "manifest.json")
+    args = (*LLM, "--manifest", manifest)
+    hurt = ingested(shared_dir, tenant=tenant, args=args, settings=settings).summary
+    assert (hurt.status, hurt.exit_code) == ("partial", EXIT_PARTIAL)
+    assert hurt.balanced and hurt.records == clean.records
+    assert 0 < len(hurt.files_retry) <= clean.files
+    entries = json.loads(Path(manifest).read_text())["scopes"][0]["files"]
+    retry = {k for k, v in entries.items() if v["status"] != "done"}
+    assert {os.path.abspath(f) for f in hurt.files_retry} == retry
+    if fault == "outage":  # nothing lost: the heuristic stood in
+        assert hurt.dead_lettered == 0 and hurt.ingested == clean.ingested
+        assert hurt.turns == clean.turns
+        assert 0 < hurt.windows_degraded < clean.windows
+        assert hurt.llm["errors"] >= 3 and hurt.llm.get("skipped_server_down", 0) > 0
+        assert {entries[k]["status"] for k in retry} == {"degraded"}
+    else:  # the key was refused: no guessing, the rest is dead-lettered with the reason
+        assert 0 < hurt.dead_lettered < clean.records and hurt.windows_degraded == 0
+        assert len(fake_llm.chat_requests) == answered + 1  # it stopped asking
+        assert {entries[k]["status"] for k in retry} == {"failed"}
+    assert digest.graph_digest(driver, db, tenant) != want
 
-        # The rerun against the healthy server reads only those files and asks only for the
-        # windows nobody answered (answered ones come from the cache).
-        fake_llm.reset()
-        healed = _llm_ingest(shared_dir, tenant, settings, tmp_path, "--manifest", manifest)
-        assert (healed.status, healed.exit_code) == ("ok", 0)
-        assert healed.files == len(hurt.files_retry)
-        assert healed.files_skipped == clean.files - len(hurt.files_retry)
-        assert healed.windows_degraded == 0 and healed.llm.get("fallbacks", 0) == 0
-        assert 0 < len(fake_llm.chat_requests) < clean_requests
-        assert healed.llm.get("windows", 0) + hurt.llm.get("windows", 0) == clean.windows
-        assert digest.graph_digest(driver, db, tenant) == want
-        entries = json.loads(Path(manifest).read_text())["scopes"][0]["files"]
-        assert {v["status"] for v in entries.values()} == {"done"}
-        print(
-            f"\nLLM {fault} after {answered} of {clean_requests} requests: "
-            f"{hurt.windows_degraded}/{clean.windows} windows by the heuristic, "
-            f"{hurt.dead_lettered}/{clean.records} records dead-lettered, "
-            f"{len(hurt.files_retry)}/{clean.files} files to retry; rerun: "
-            f"{len(fake_llm.chat_requests)} requests, {healed.llm.get('cache_hits', 0)} cache "
-            f"hits; digest {want[:12]} equal"
-        )
-    finally:
-        governance.delete_tenant(driver, db, clean_tenant)
+    # The rerun against the healthy server reads only those files and asks only for the
+    # windows nobody answered (answered ones come from the cache).
+    fake_llm.reset()
+    healed = ingested(shared_dir, tenant=tenant, args=args, settings=settings).summary
+    assert (healed.status, healed.exit_code) == ("ok", 0)
+    assert healed.files == len(hurt.files_retry)
+    assert healed.files_skipped == clean.files - len(hurt.files_retry)
+    assert healed.windows_degraded == 0 and healed.llm.get("fallbacks", 0) == 0
+    assert 0 < len(fake_llm.chat_requests) < clean_requests
+    assert healed.llm.get("windows", 0) + hurt.llm.get("windows", 0) == clean.windows
+    assert digest.graph_digest(driver, db, tenant) == want
+    entries = json.loads(Path(manifest).read_text())["scopes"][0]["files"]
+    assert {v["status"] for v in entries.values()} == {"done"}
+    print(
+        f"\nLLM {fault} after {answered} of {clean_requests} requests: "
+        f"{hurt.windows_degraded}/{clean.windows} windows by the heuristic, "
+        f"{hurt.dead_lettered}/{clean.records} records dead-lettered, "
+        f"{len(hurt.files_retry)}/{clean.files} files to retry; rerun: "
+        f"{len(fake_llm.chat_requests)} requests, {healed.llm.get('cache_hits', 0)} cache "
+        f"hits; digest {want[:12]} equal"
+    )

@@ -37,6 +37,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
+from tests.integration.ingesting import Ingest
 from tests.integration.servers import serve_in_thread
 from tests.strategies import (
     HOSTILE_TEXT,
@@ -96,21 +97,15 @@ class _Keep(logging.Handler):
 
 
 @pytest.fixture(scope="module")
-def target(
-    driver: neo4j.Driver, neo4j_settings: Settings, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Target]:
-    a, b = f"fuzz-a-{uuid.uuid4().hex[:6]}", f"fuzz-b-{uuid.uuid4().hex[:6]}"
-    tmp = tmp_path_factory.mktemp("fuzz")
+def target(neo4j_settings: Settings, ingested: Ingest) -> Iterator[Target]:
     mine = [{"id": i, "task": "Make the tests pass.", "turns": TURNS} for i in IDS]
     # The other tenant has a trajectory of the same id: only its data holds the marker.
     theirs = [
         {"id": IDS[0], "task": MARKER, "turns": [{**t, "observation": MARKER} for t in TURNS]}
     ]
-    for tenant, records in ((a, mine), (b, theirs)):
-        path = tmp / f"{tenant}.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in records))
-        argv = [str(path), "--tenant", tenant, "--progress", "off", "--dead-letter", str(tmp)]
-        assert ingest.run(argv, settings=neo4j_settings).ingested == len(records)
+    runs = [ingested(mine), ingested(theirs)]
+    assert [r.summary.ingested for r in runs] == [len(mine), len(theirs)]
+    a, b = (r.tenant for r in runs)
     settings_ab = dataclasses.replace(neo4j_settings, api_keys={KEY_A: a, KEY_B: b})
     keep: list[logging.LogRecord] = []
     handler = _Keep(keep)
@@ -122,8 +117,6 @@ def target(
             yield target
     finally:
         logging.getLogger().removeHandler(handler)
-        for tenant in (a, b):
-            governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
 
 
 def _text(value: Any) -> bytes:
@@ -446,7 +439,11 @@ def test_every_mcp_tool_answers_any_arguments(mcp_server: Any, tool: str, data: 
     )
 )
 def test_ingest_always_finishes_with_a_balanced_summary(
-    target: Target, driver: neo4j.Driver, tmp_path_factory: Any, files: Any
+    target: Target,
+    driver: neo4j.Driver,
+    ingested: Ingest,
+    tmp_path_factory: Any,
+    files: Any,
 ) -> None:
     neo4j_settings = target.settings
     tmp: Path = tmp_path_factory.mktemp("ingest-fuzz")
@@ -457,10 +454,14 @@ def test_ingest_always_finishes_with_a_balanced_summary(
         path.write_bytes(data)
         paths.append(str(path))
     summary = ingest.IngestSummary()
-    argv = [*paths, "--tenant", tenant, "--embedder", "none", "--progress", "off"]
-    argv += ["--dead-letter", str(tmp / "dl")]
     try:
-        ingest.run(argv, settings=neo4j_settings, summary=summary)
+        ingested(
+            *paths,
+            tenant=tenant,
+            args=("--embedder", "none"),
+            settings=neo4j_settings,
+            summary=summary,
+        )
     finally:
         governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
     TRIED["ingest runs"] += 1

@@ -35,11 +35,11 @@ import neo4j
 import pytest
 from mcp import Client
 
+from tests.integration.ingesting import Ingest
 from tests.integration.servers import ServeProcess, serve_process
 from tests.paths import REPO
 from trajgraph.client import TrajGraph
 from trajgraph.graph import governance
-from trajgraph.jobs import ingest
 from trajgraph.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
 from trajgraph.mcp_server import build_server
 from trajgraph.queries.sandbox import runner
@@ -97,13 +97,6 @@ def _write(path: Path, records: list[Any]) -> Path:
     return path
 
 
-def _ingest(settings: Settings, tmp: Path, *argv: str) -> ingest.IngestSummary:
-    return ingest.run(
-        [*argv, "--progress", "off", "--dead-letter", str(tmp / f"dl-{uuid.uuid4().hex[:6]}")],
-        settings=settings,
-    )
-
-
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRAJGRAPH_LLM")}
     env.update(TRAJGRAPH_API_KEYS=f"{KEY}:{extra.pop('tenant')}", PYTHONPATH=str(REPO))
@@ -112,20 +105,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def served(
-    driver: neo4j.Driver, neo4j_settings: Settings, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Served]:
-    tenant = f"hard-{uuid.uuid4().hex[:6]}"
+def served(ingested: Ingest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("hardening")
     records = [{"id": i, "task": f"task of {i}", "turns": TURNS} for i in SLASH_IDS]
     records.append({"id": "plain", "task": "t", "turns": TURNS})
-    s = _ingest(neo4j_settings, tmp, str(_write(tmp / "ids.jsonl", records)), "--tenant", tenant)
-    assert (s.ingested, s.dead_lettered) == (len(records), 0)
-    try:
-        with serve_process(_env(tenant=tenant), tmp / "serve.log") as server:
-            yield Served(server, tenant, tmp)
-    finally:
-        governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
+    run = ingested(_write(tmp / "ids.jsonl", records))
+    assert (run.summary.ingested, run.summary.dead_lettered) == (len(records), 0)
+    with serve_process(_env(tenant=run.tenant), tmp / "serve.log") as server:
+        yield Served(server, run.tenant, tmp)
 
 
 # -- item 9: every valid id reachable --------------------------------------------------------
@@ -169,7 +156,7 @@ def test_a_raw_suffix_reads_as_the_endpoint_and_bad_ids_are_422(served: Served) 
 
 
 def test_control_characters_in_ids_are_dead_lettered_naming_file_and_record(
-    driver: neo4j.Driver, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    driver: neo4j.Driver, neo4j_settings: Settings, ingested: Ingest, tenant: str, tmp_path: Path
 ) -> None:
     bad_name = tmp_path / "stem\x1b[2J.jsonl"  # no id in the records: the file stem is the id
     _write(bad_name, [{"task": "t", "turns": TURNS}])
@@ -182,7 +169,7 @@ def test_control_characters_in_ids_are_dead_lettered_naming_file_and_record(
             {"id": "rtl\u202egnp.exe", "task": "t", "turns": TURNS},
         ],
     )
-    s = _ingest(neo4j_settings, tmp_path, str(log), str(bad_name), "--tenant", tenant)
+    s = ingested(log, bad_name, tenant=tenant).summary
     assert (s.status, s.records, s.ingested, s.dead_lettered) == ("partial", 5, 1, 4)
     rows = [json.loads(x) for x in Path(s.dead_letter_path).read_text().split("\n") if x]
     where = sorted((Path(r["source"]).name, r["locator"]) for r in rows)
@@ -368,7 +355,7 @@ def test_concurrent_sandbox_runs_are_capped(served: Served) -> None:
 
 
 def test_an_out_of_range_turn_idx_is_dead_lettered_alone(
-    driver: neo4j.Driver, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    driver: neo4j.Driver, neo4j_settings: Settings, ingested: Ingest, tenant: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "ints.jsonl"
     big = '{"id": "big", "task": "t", "turns": [{"idx": %d, "action": "a", "observation": ""}]}'
@@ -384,7 +371,7 @@ def test_an_out_of_range_turn_idx_is_dead_lettered_alone(
         + json.dumps({"id": "fine-2", "task": "t", "turns": TURNS})
         + "\n"
     )
-    s = _ingest(neo4j_settings, tmp_path, str(log), "--tenant", tenant)
+    s = ingested(log, tenant=tenant).summary
     assert (s.status, s.exit_code, s.balanced) == ("partial", 3, True), s.error
     assert (s.records, s.ingested, s.dead_lettered) == (5, 2, 3)
     rows = [json.loads(x) for x in Path(s.dead_letter_path).read_text().split("\n") if x]
@@ -404,7 +391,7 @@ def test_an_out_of_range_turn_idx_is_dead_lettered_alone(
 
 
 def test_dead_letters_with_unicode_separators_leave_the_run_finished(
-    neo4j_settings: Settings, tenant: str, tmp_path: Path
+    ingested: Ingest, tenant: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "seps.jsonl"
     log.write_text(
@@ -416,7 +403,7 @@ def test_dead_letters_with_unicode_separators_leave_the_run_finished(
         encoding="utf-8",
     )
     manifest = tmp_path / "manifest.json"
-    s = _ingest(neo4j_settings, tmp_path, str(log), "--tenant", tenant, "--manifest", str(manifest))
+    s = ingested(log, tenant=tenant, args=("--manifest", str(manifest))).summary
     assert (s.status, s.exit_code, s.error) == ("partial", 3, None)
     assert (s.records, s.ingested, s.dead_lettered) == (4, 1, 3)
     assert s.files_retry == [str(log)]
@@ -426,7 +413,7 @@ def test_dead_letters_with_unicode_separators_leave_the_run_finished(
 
 
 def test_a_record_cannot_write_into_another_tenant(
-    driver: neo4j.Driver, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    driver: neo4j.Driver, neo4j_settings: Settings, ingested: Ingest, tenant: str, tmp_path: Path
 ) -> None:
     other = f"other-{uuid.uuid4().hex[:6]}"
     log = _write(
@@ -438,14 +425,14 @@ def test_a_record_cannot_write_into_another_tenant(
     )
     db = neo4j_settings.neo4j.database
     try:
-        s = _ingest(neo4j_settings, tmp_path, str(log), "--tenant", tenant)
+        s = ingested(log, tenant=tenant).summary
         assert (s.status, s.ingested, s.tenant, s.tenant_overridden) == ("ok", 2, tenant, 1)
         assert "1 named another tenant and were written here" in s.render()
         with TrajGraph(driver, database=db, tenant=tenant) as tg:
             assert sorted(t["id"] for t in tg.trajectories()) == ["mine", "sneaky"]
             assert tg.trajectories(tenant=other) == []
         # The operator may let records choose; the summary says so.
-        s = _ingest(neo4j_settings, tmp_path, str(log), "--tenant", tenant, "--tenant-from-records")
+        s = ingested(log, tenant=tenant, args=("--tenant-from-records",)).summary
         assert (s.tenant_from_records, s.tenant_own, s.tenant_overridden) == (True, 1, 0)
         with TrajGraph(driver, database=db, tenant=other) as tg:
             assert [t["id"] for t in tg.trajectories()] == ["sneaky"]
@@ -453,12 +440,10 @@ def test_a_record_cannot_write_into_another_tenant(
         governance.delete_tenant(driver, db, other)
 
 
-def test_the_cli_prints_ids_escaped(
-    driver: neo4j.Driver, neo4j_settings: Settings, tenant: str, tmp_path: Path
-) -> None:
+def test_the_cli_prints_ids_escaped(driver: neo4j.Driver, ingested: Ingest, tenant: str) -> None:
     # An id from before the rule (or written by another tool): printed escaped, never raw.
-    log = _write(tmp_path / "legacy.jsonl", [{"id": "legacy", "task": "t", "turns": TURNS}])
-    assert _ingest(neo4j_settings, tmp_path, str(log), "--tenant", tenant).ingested == 1
+    legacy = {"id": "legacy", "task": "t", "turns": TURNS}
+    assert ingested(legacy, tenant=tenant).summary.ingested == 1
     evil = "legacy\x1b]0;pwned\x07\x9b2J\u202e"
     driver.execute_query(
         "MATCH (t:Trajectory {tenant: $t, id: 'legacy'}) SET t.id = $id", t=tenant, id=evil

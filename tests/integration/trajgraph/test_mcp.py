@@ -12,8 +12,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +22,10 @@ from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
+from tests.integration.ingesting import Ingest
 from trajgraph.client import TrajGraph
-from trajgraph.graph import governance
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.http_guard import uvicorn_config
-from trajgraph.jobs import ingest
 from trajgraph.mcp_server import build_server, http_app
 from trajgraph.settings import Settings
 
@@ -52,18 +49,10 @@ KEY_OTHER = "mcp-other-" + "w" * 20
 
 
 @pytest.fixture(scope="module")
-def mcp_tenant(driver: Any, neo4j_settings: Settings, tmp_path_factory: Any) -> Iterator[str]:
-    tenant = f"mcp-{uuid.uuid4().hex[:8]}"
-    tmp: Path = tmp_path_factory.mktemp("mcp")
-    log = tmp / "t.jsonl"
-    log.write_text(json.dumps(TRAJ) + "\n")
-    s = ingest.run(
-        [str(log), "--tenant", tenant, "--progress", "off", "--dead-letter", str(tmp / "dl")],
-        settings=neo4j_settings,
-    )
-    assert s.ingested == 1
-    yield tenant
-    governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
+def mcp_tenant(ingested: Ingest) -> str:
+    run = ingested(TRAJ)
+    assert run.summary.ingested == 1
+    return run.tenant
 
 
 def _payload(result: Any) -> Any:

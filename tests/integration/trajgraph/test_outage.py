@@ -16,15 +16,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.ingesting import Ingest
 from tests.integration.servers import Private, serve_in_thread
 from tests.paths import REPO
 from trajgraph.api import create_app
-from trajgraph.jobs import ingest
 
 TENANT = "outage"
 KEY = "outage-key-" + "k" * 20
@@ -95,7 +94,7 @@ def _search_cli(p: Private, uri: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(600)
 def test_neo4j_lost_mid_serve_gives_503_then_the_same_api_recovers(
-    private_neo4j: Private, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    private_neo4j: Private, ingested: Ingest, caplog: pytest.LogCaptureFixture
 ) -> None:
     p = private_neo4j
     settings = dataclasses.replace(
@@ -103,10 +102,7 @@ def test_neo4j_lost_mid_serve_gives_503_then_the_same_api_recovers(
         embedder=dataclasses.replace(p.settings.embedder, kind="hash"),
         api_keys={KEY: TENANT},
     )
-    log = tmp_path / "t.jsonl"
-    log.write_text(json.dumps(TRAJ) + "\n")
-    argv = [str(log), "--tenant", TENANT, "--progress", "off", "--dead-letter", str(tmp_path)]
-    assert ingest.run(argv, settings=settings).ingested == 1
+    assert ingested(TRAJ, tenant=TENANT, settings=settings).summary.ingested == 1
 
     with serve_in_thread(create_app(settings)) as url:
         _all_answer(url)
