@@ -5,7 +5,8 @@ Every real trajectory in ../shared/trajectories and a set of synthetic ones
 tenant. Then each trajectory is replayed step by step: for turn t = 1 … n-1 the reminder is
 asked about the action of turn t with ``before_turn=t``, i.e. against the graph of turns < t
 (the as-of view equals a graph built from those turns alone; ``--check-prefix`` proves it
-here by ingesting real prefixes and comparing, and tests/integration/test_remind.py pins it).
+here by ingesting real prefixes and comparing, and
+tests/integration/queries/test_remind.py pins it).
 
 Each fired reminder is checked against the **log** (raw actions and observations, not the
 graph) by an oracle for the rule it names:

@@ -601,7 +601,7 @@ RETURN n.uid AS uid, n.embedding AS embedding
 # with turn < $before, and edges whose both ends are before it. Extraction reads a window of
 # turns t-1 and t only, and the merge links a state to earlier states (SUPERSEDES) and to
 # later actions (CAUSES) by rules that never look past the later end, so this view equals the
-# graph built from the turns before $before alone (tests/integration/test_remind.py checks
+# graph built from the turns before $before alone (tests/integration/queries/test_remind.py checks
 # it against such a graph). Callers pass a huge $before for "everything".
 
 MEMORY_TRAJECTORY = """

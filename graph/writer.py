@@ -8,7 +8,8 @@ so a write may run again after part of it reached the graph. That converges: eve
 edge is MERGEd on a deterministic id, and a trajectory's content hash is stored by the last
 statement of its write (``complete``), so a half-written trajectory has no hash and is
 cleared and rewritten by the retry. The test setting TRAJGRAPH_TEST_WRITE_FAULT (never set
-by users) makes one write batch fail half-way to show it (tests/integration/test_prism.py).
+by users) makes one write batch fail half-way to show it
+(tests/integration/pipelines/test_prism.py).
 """
 
 from __future__ import annotations

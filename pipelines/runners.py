@@ -48,7 +48,8 @@ PRISM_LOG_LEVEL = "warn"
 # Prism (2.77) splits a slow bundle and runs the rest as a new bundle at the same time, also
 # in stages with state: then two bundles hold one key, each with its own state, and a
 # stateful DoFn (the stream's assembly, its newest-version write) sees half of a key's
-# elements. This experiment turns Prism's dynamic splitting off (tests/integration/test_prism.py).
+# elements. This experiment turns Prism's dynamic splitting off
+# (tests/integration/pipelines/test_prism.py).
 PRISM_NO_SPLIT = "prism_disable_sdf_split"
 # Beam's own list of the Flink versions it publishes job servers for; the newest is its default.
 FLINK_VERSIONS: tuple[str, ...] = tuple(FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS)

@@ -1,4 +1,5 @@
-"""Shared fixtures: where the real, MIT-licensed agent logs live (never copied into the repo)."""
+"""Shared fixtures: the real, MIT-licensed agent logs (tests/paths.py says where; never copied
+into the repo), the hypothesis profiles and the local OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from tests.fake_openai import FakeOpenAI
+from tests.paths import AGENT_SESSIONS, DJANGO_CORPUS, SHARED
 
 # Property-based and fuzz tests: in CI a fixed seed (derandomize) and a bounded budget, so a
 # run takes the same inputs and the same time every time; HYPOTHESIS_PROFILE=deep explores
@@ -19,11 +21,6 @@ settings.register_profile("long", max_examples=300, deadline=None)
 settings.register_profile("deep", max_examples=1500, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(
-    os.environ.get("TRAJGRAPH_SHARED_TRAJECTORIES", REPO.parent / "shared" / "trajectories")
-)
-
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
@@ -32,11 +29,6 @@ def shared_dir() -> Path:
             f"real trajectories not found at {SHARED} (see ../shared/trajectories/README.md)"
         )
     return SHARED
-
-
-CORPORA = REPO.parent / "shared" / "corpora"
-DJANGO_CORPUS = CORPORA / "swebench-django-mini-swe-agent"
-AGENT_SESSIONS = CORPORA / "agent-sessions"
 
 
 @pytest.fixture(scope="session")

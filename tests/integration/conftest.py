@@ -1,4 +1,5 @@
-"""Integration fixtures: a real Neo4j, per-test tenants, and the `integration` marker.
+"""Integration fixtures: a real Neo4j, per-test tenants, the ``ingested`` set-up (ingest
+logs, then query them) and the `integration` marker.
 
 The driver fixture uses whatever NEO4J_URI/NEO4J_USER/NEO4J_PASSWORD say (as everything else
 does). If nothing answers there and the URI is local, it starts the embedded server, so a bare
@@ -17,6 +18,7 @@ import neo4j
 import pytest
 from neo4j.exceptions import AuthError, ServiceUnavailable
 
+from tests.integration.ingesting import Ingest
 from tests.integration.servers import (
     Private,
     beam_worker_pool,
@@ -85,9 +87,20 @@ def tenant(driver: neo4j.Driver, neo4j_settings: Settings) -> Iterator[str]:
     governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
 
 
+@pytest.fixture(scope="session")
+def ingested(
+    driver: neo4j.Driver, neo4j_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Ingest]:
+    """``ingested(*logs, tenant=..., args=...)``: the real ingest job into a tenant, handing
+    back the summary and a client (tests/integration/ingesting.py)."""
+    factory = Ingest(neo4j_settings, driver, tmp_path_factory.mktemp("ingested"))
+    yield factory
+    factory.close()
+
+
 # The worker pool and the Prism job server live for one test module: a process left running
 # to the end of the session would still be a child of pytest when later tests check for
-# leaked children (tests/unit/test_sandbox.py).
+# leaked children (tests/unit/queries/test_sandbox.py).
 
 
 @pytest.fixture(scope="module")

@@ -22,12 +22,11 @@ from typing import Any
 import neo4j
 import uvicorn
 
+from tests.paths import REPO
 from trajgraph.graph import cypher, digest
 from trajgraph.graph import local_server as ls
 from trajgraph.http_guard import uvicorn_config
 from trajgraph.settings import Settings
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

@@ -11,7 +11,8 @@ pays only for what is new:
 * merge and rows are the batch pipeline's, over the whole prefix, and only rows that are new
   or changed since the last write are sent, in one transaction. Should a row the graph holds
   no longer be produced, the trajectory is rewritten as a whole instead, so the graph is
-  always what a batch write of the same turns builds (tests/integration/test_hook.py).
+  always what a batch write of the same turns builds
+  (tests/integration/trajgraph/test_agent_sessions.py).
 
 Then ``remind`` (through the ``TrajGraph`` client) judges the pending call against the turns
 before it. No embeddings are

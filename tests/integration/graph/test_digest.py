@@ -1,0 +1,42 @@
+"""`trajgraph digest`: equal content gives equal digests, across tenants; any change shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.ingesting import Ingest
+from trajgraph import cli
+from trajgraph.graph.digest import graph_digest, trajectory_digest
+from trajgraph.settings import Settings
+
+TRAJ: dict[str, Any] = {
+    "id": "digest-me",
+    "task": "t",
+    "turns": [
+        {"idx": 0, "action": "cat a.cfg", "observation": "x=1"},
+        {"idx": 1, "action": "pytest -q", "observation": "FAILED t.py::test_x - AssertionError"},
+        {"idx": 2, "action": "sed -i 's/x=1/x=2/' a.cfg", "observation": ""},
+        {"idx": 3, "action": "pytest -q", "observation": "1 passed"},
+    ],
+}
+
+
+def test_digest_is_content_only(
+    driver: Any, neo4j_settings: Settings, ingested: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = neo4j_settings.neo4j.database
+    turns: list[dict[str, Any]] = [dict(t) for t in TRAJ["turns"]]
+    turns[3]["observation"] = "2 passed"
+    runs = [ingested(log) for log in (TRAJ, TRAJ, {**TRAJ, "turns": turns})]
+    assert [r.summary.ingested for r in runs] == [1, 1, 1]
+    a, b, c = (r.tenant for r in runs)
+    da = trajectory_digest(driver, db, a, "digest-me")
+    assert len(da) == 64
+    assert da == trajectory_digest(driver, db, b, "digest-me")  # another tenant, same log
+    assert da != trajectory_digest(driver, db, c, "digest-me")  # one observation differs
+    assert graph_digest(driver, db, a) == graph_digest(driver, db, b)
+    assert graph_digest(driver, db, a) != graph_digest(driver, db, c)
+    assert cli.main(["digest", "digest-me", "--tenant", a]) == 0
+    assert capsys.readouterr().out.strip() == da

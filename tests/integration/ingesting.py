@@ -1,0 +1,88 @@
+"""The ingest-then-query set-up of the integration tests, written once.
+
+``ingested(*logs, tenant=..., args=...)`` (the session fixture of tests/integration/conftest.py)
+runs the real ingest job (trajgraph.jobs.ingest.run, the code behind ``trajgraph ingest``) on
+files, or on records it writes to a JSONL file first, into a tenant, and hands back the summary
+with settings and a client scoped to that tenant. Tenants it names itself are deleted when the
+session ends; a test that passes ``tenant=`` (usually the per-test ``tenant`` fixture) owns it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import neo4j
+
+from trajgraph.client import TrajGraph
+from trajgraph.graph import governance
+from trajgraph.jobs import ingest
+from trajgraph.settings import Settings
+
+# A log: a file or folder, or the records of one (a dict, or a list of dicts) to write as JSONL.
+Log = str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]]
+
+# ``args`` of a run that needs no model: the rules extractor and no embeddings (fast, and
+# independent of TRAJGRAPH_EMBEDDER).
+NO_MODELS = ("--extractor", "heuristic", "--embedder", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Ingested:
+    tenant: str
+    summary: ingest.IngestSummary
+    settings: Settings  # the run's settings with ``tenant`` as the default tenant
+    dead_letter: Path
+
+    @contextmanager
+    def client(self) -> Iterator[TrajGraph]:
+        """The read-side client of everything the CLI, API and MCP serve, on this tenant."""
+        with TrajGraph.from_settings(self.settings) as tg:
+            yield tg
+
+
+@dataclasses.dataclass
+class Ingest:
+    settings: Settings
+    driver: neo4j.Driver
+    root: Path
+    owned: list[str] = dataclasses.field(default_factory=list)
+
+    def __call__(
+        self,
+        *logs: Log,
+        tenant: str | None = None,
+        args: Sequence[str] = (),
+        settings: Settings | None = None,
+        summary: ingest.IngestSummary | None = None,
+    ) -> Ingested:
+        """Ingest ``logs`` into ``tenant`` (a new one when None) with the extra ``args`` of
+        ``trajgraph ingest`` (e.g. ``--extractor heuristic --embedder none``)."""
+        if tenant is None:
+            tenant = f"t-{uuid.uuid4().hex[:8]}"
+            self.owned.append(tenant)
+        work = Path(tempfile.mkdtemp(prefix="ingest-", dir=self.root))
+        paths = [str(_as_path(log, work / f"log-{i}.jsonl")) for i, log in enumerate(logs)]
+        dead_letter = work / "dl"
+        argv = [*paths, "--tenant", tenant, "--progress", "off", "--dead-letter", str(dead_letter)]
+        used = settings or self.settings
+        done = ingest.run([*argv, *args], settings=used, summary=summary)
+        return Ingested(tenant, done, dataclasses.replace(used, tenant=tenant), dead_letter)
+
+    def close(self) -> None:
+        for tenant in self.owned:
+            governance.delete_tenant(self.driver, self.settings.neo4j.database, tenant)
+
+
+def _as_path(log: Log, target: Path) -> Path | str:
+    if isinstance(log, (str, Path)):
+        return log
+    records = [log] if isinstance(log, Mapping) else list(log)
+    target.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return target

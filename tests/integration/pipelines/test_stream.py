@@ -1,0 +1,183 @@
+"""`trajgraph stream` against the real Neo4j: turns appended to a real file reach the graph
+within seconds, and after out-of-order and duplicate events and a restart the graph equals a
+batch ingest of the same trajectory (`trajgraph digest`)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.ingesting import Ingest
+from trajgraph.graph import governance, ids
+from trajgraph.graph.digest import trajectory_digest
+from trajgraph.pipelines import stream
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.settings import Settings
+
+LATENCY_BOUND_S = 5.0  # generous for CI; bench/stream_latency.py reports the real numbers
+
+
+def _events(traj: dict[str, Any]) -> list[dict[str, Any]]:
+    tid = traj["id"]
+    out: list[dict[str, Any]] = [
+        {
+            "trajectory_id": tid,
+            "type": "header",
+            "task": traj.get("task", ""),
+            "metadata": traj.get("metadata", {}),
+        }
+    ]
+    out += [{"trajectory_id": tid, **t} for t in traj["turns"]]
+    out.append({"trajectory_id": tid, "type": "footer", "outcome": traj.get("outcome")})
+    return out
+
+
+def _canonical(traj: dict[str, Any]) -> dict[str, Any]:
+    keep = ("id", "task", "outcome", "metadata", "turns")
+    return {k: traj[k] for k in keep if k in traj}
+
+
+def _turn_in_graph(driver: Any, tenant: str, tid: str, idx: int) -> bool:
+    return bool(
+        driver.execute_query(
+            "MATCH (t:Turn {trajectory_uid: $u, idx: $i}) RETURN count(t) AS n",
+            u=ids.trajectory_uid(tenant, tid),
+            i=idx,
+        ).records[0]["n"]
+    )
+
+
+def _stream(directory: Path, tenant: str, settings: Settings, seconds: float, dl: Path) -> None:
+    stream.run(
+        [
+            str(directory),
+            "--tenant",
+            tenant,
+            "--duration",
+            str(seconds),
+            "--poll",
+            "0.2",
+            "--dead-letter",
+            str(dl),
+        ],
+        settings=settings,
+    )
+
+
+def test_stream_latency_restart_and_equality_with_batch(
+    shared_dir: Path, driver: Any, neo4j_settings: Settings, ingested: Ingest, tmp_path: Path
+) -> None:
+    path = shared_dir / "mini-swe-agent" / "django__django-16255.traj.json"
+    (real,) = [t for rec in split_records(str(path), path.read_bytes()) for t in normalize(rec)]
+    traj = _canonical(real)
+    tid = traj["id"]
+    events = _events(traj)
+    rng = random.Random(3)
+    first, rest = events[:9], events[9:]
+    shuffled = rest[:]
+    rng.shuffle(shuffled)
+    shuffled += rng.sample(rest, 4)  # duplicates
+    streamed = f"st-{uuid.uuid4().hex[:6]}"
+    live = tmp_path / "live"
+    live.mkdir()
+    log = live / "events.jsonl"
+    log.write_text("")
+    db = neo4j_settings.neo4j.database
+    try:
+        # Run 1: events are appended while the stream runs; each turn must show up quickly.
+        latencies: list[float] = []
+
+        def append() -> None:
+            time.sleep(3.0)  # let the pipeline start polling
+            for e in first:
+                with log.open("a") as f:
+                    f.write(json.dumps(e) + "\n")
+                if "idx" in e:
+                    t0 = time.monotonic()
+                    while not _turn_in_graph(driver, streamed, tid, e["idx"]):
+                        if time.monotonic() - t0 > 30:
+                            break
+                        time.sleep(0.05)
+                    latencies.append(time.monotonic() - t0)
+
+        writer = threading.Thread(target=append)
+        writer.start()
+        _stream(live, streamed, neo4j_settings, 20.0, tmp_path / "dl")
+        writer.join()
+        assert len(latencies) == 8
+        assert max(latencies) < LATENCY_BOUND_S, latencies
+
+        # Run 2 (a restart): the rest arrives out of order, with duplicates and a bad line.
+        with log.open("a") as f:
+            for e in shuffled:
+                f.write(json.dumps(e) + "\n")
+            f.write("{broken\n")
+        _stream(live, streamed, neo4j_settings, 8.0, tmp_path / "dl")
+        letters = (tmp_path / "dl" / "dead-letter.jsonl").read_text().splitlines()
+        assert len(letters) == 1 and json.loads(letters[0])["stage"] == "parse"
+        assert str(log) in letters[0]
+
+        # The same trajectory, batch-ingested: the two graphs are identical.
+        batch = ingested(traj, args=("--format", "canonical"))
+        assert batch.summary.ingested == 1
+        assert trajectory_digest(driver, db, streamed, tid) == trajectory_digest(
+            driver, db, batch.tenant, tid
+        )
+    finally:
+        governance.delete_tenant(driver, db, streamed)
+
+
+@pytest.mark.parametrize("bad", ["not a dir"])
+def test_stream_source_must_exist(bad: str, neo4j_settings: Settings) -> None:
+    from trajgraph.errors import InputError
+
+    with pytest.raises(InputError, match="not a directory"):
+        stream.run([f"/nonexistent/{bad}"], settings=neo4j_settings)
+
+
+def test_stream_from_stdin(driver: Any, neo4j_settings: Settings, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    tenant = f"sin-{uuid.uuid4().hex[:6]}"
+    neo = neo4j_settings.neo4j
+    env = {
+        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
+        "NEO4J_URI": neo.uri,
+        "NEO4J_USER": neo.user,
+        "NEO4J_PASSWORD": neo.password,
+        "NEO4J_DATABASE": neo.database,
+        "TRAJGRAPH_TENANT": tenant,
+    }
+    events = [
+        {"trajectory_id": "piped", "idx": 1, "action": "cat a.txt", "observation": "hello"},
+        {"trajectory_id": "piped", "idx": 0, "action": "ls", "observation": "a.txt"},
+        {"trajectory_id": "piped", "type": "footer", "outcome": "done"},
+    ]
+    exe = Path(sys.executable).with_name("trajgraph")
+    try:
+        proc = subprocess.run(
+            [str(exe), "stream", "-", "--duration", "8", "--dead-letter", str(tmp_path / "dl")],
+            input="".join(json.dumps(e) + "\n" for e in events),
+            text=True,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        row = driver.execute_query(
+            "MATCH (t:Trajectory {tenant: $t, id: 'piped'}) RETURN t.turn_count AS n, "
+            "t.outcome AS outcome, t.source AS source",
+            t=tenant,
+        ).records[0]
+        assert (row["n"], row["outcome"], row["source"]) == (2, "done", "<stdin>")
+    finally:
+        governance.delete_tenant(driver, neo.database, tenant)

@@ -1,0 +1,344 @@
+"""Claude Code sessions and OpenTelemetry GenAI traces against the real Neo4j: ingest counts,
+why-chains and briefs, the hook end to end (a subprocess with the hook's stdin JSON), the
+hook's incremental writes equal to a batch ingest, and streaming a growing session file.
+
+The real files are in ../shared/corpora/agent-sessions (tests skip when it is absent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.ingesting import NO_MODELS, Ingest
+from tests.paths import AGENT_SESSIONS as CORPUS
+from tests.paths import REPO
+from trajgraph.graph import governance, ids
+from trajgraph.graph.digest import trajectory_digest
+from trajgraph.hooks.engine import HookEngine
+from trajgraph.hooks.server import alive
+from trajgraph.jobs import stream
+from trajgraph.queries.memory.brief import build_brief
+from trajgraph.queries.why.chain import why_chain
+from trajgraph.settings import Settings
+
+A758 = "a758b6ba-8d47-447c-bead-7f25794b7319"
+# trajectory id -> turns: every tool call of the main line and of each sub-agent (jq counts,
+# see tests/unit/pipelines/test_agent_session_adapters.py)
+TURNS = {
+    "0b6fff8a-4d86-4dbd-b022-9e7a745a9eae": 109,
+    "0b6fff8a-4d86-4dbd-b022-9e7a745a9eae/agent-a959a4ebb78a20e7e": 13,
+    "0b6fff8a-4d86-4dbd-b022-9e7a745a9eae/agent-ab486a506a5776f8e": 25,
+    "282fceea-d848-47e9-98f3-78bf9b6db456": 49,
+    "282fceea-d848-47e9-98f3-78bf9b6db456/agent-aa918c69e3202d44f": 2,
+    "282fceea-d848-47e9-98f3-78bf9b6db456/agent-abfa9931579c53806": 47,
+    "727104af-66bb-4918-b81e-0c90a4511e07": 48,
+    "9265f0e5-0af7-4fa9-834a-5f146d1f9afa": 31,
+    "960cec30-d8bb-4d4c-92f3-ec634d923f8e": 85,
+    "9cfd6e0a-1756-4452-9524-ec866855c9de": 47,
+    "9cfd6e0a-1756-4452-9524-ec866855c9de/agent-a62d60080d6b8b436": 63,
+    "9cfd6e0a-1756-4452-9524-ec866855c9de/agent-a6ddf137c30284b22": 40,
+    A758: 32,
+    "4bedea77bb33b9c5f280371eae21ea97": 2,  # OPENAI_trace.json
+    "cdbd7b99cef221c28dd6d03c27d09b4c": 3,  # GOOGLE_trace.json
+    "9135313a4e40fe254d48742d230ea040": 3,  # SMOLAGENTS_trace.json
+}
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip(f"agent sessions not found at {CORPUS} (see its README)")
+    return CORPUS
+
+
+@pytest.fixture
+def tenant(driver: Any, neo4j_settings: Settings) -> Iterator[str]:
+    name = f"as-{uuid.uuid4().hex[:8]}"
+    yield name
+    governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
+
+
+def _turns_in_graph(driver: Any, tenant: str) -> dict[str, int]:
+    records = driver.execute_query(
+        "MATCH (t:Trajectory {tenant: $tenant}) OPTIONAL MATCH (u:Turn {trajectory_uid: t.uid}) "
+        "RETURN t.id AS id, count(u) AS turns",
+        tenant=tenant,
+    ).records
+    return {r["id"]: r["turns"] for r in records}
+
+
+def test_ingest_sessions_and_traces_every_tool_call_no_dead_letters(
+    corpus: Path, driver: Any, neo4j_settings: Settings, ingested: Ingest, tenant: str
+) -> None:
+    s = ingested(corpus, tenant=tenant, args=("--embedder", "none")).summary
+    assert (s.files, s.records, s.ingested, s.dead_lettered) == (10, 16, 16, 0)
+    assert s.turns == sum(TURNS.values()) == 599
+    assert _turns_in_graph(driver, tenant) == TURNS
+
+    db = neo4j_settings.neo4j.database
+    # The second identical `uv run` failed like the first: its why-chain reaches the failure
+    # states of that run, and the brief lists the open failures with their error verbatim.
+    chain = why_chain(driver, database=db, tenant=tenant, trajectory=A758, turn=18, depth=3)
+    text = json.dumps(chain)
+    assert "Failed to query Python interpreter" in text
+    brief = build_brief(driver, database=db, tenant=tenant, trajectory=A758, budget=600)
+    assert "Open failures" in brief.text
+    assert "No such file or directory" in brief.text
+    edits = driver.execute_query(
+        "MATCH (s:State {tenant: $tenant, trajectory_id: $tid, kind: 'file_changed'}) "
+        "RETURN s.subject AS path",
+        tenant=tenant,
+        tid=A758,
+    ).records
+    assert any(r["path"].endswith("review_tool/cli.py") for r in edits)  # the Edit's file
+
+
+def _calls(path: Path) -> list[tuple[int, int, dict[str, Any]]]:
+    """(line of the tool_use, line of its result, tool_use) of the main line, in order."""
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    results: dict[str, int] = {}
+    lines = path.read_bytes().splitlines()
+    for n, raw in enumerate(lines, start=1):
+        rec = json.loads(raw)
+        content = (rec.get("message") or {}).get("content") if rec.get("type") else None
+        for part in content if isinstance(content, list) else []:
+            if part.get("type") == "tool_use":
+                out.append((n, 0, part))
+            elif part.get("type") == "tool_result":
+                results[part["tool_use_id"]] = n
+    return [(n, results.get(p["id"], 0), p) for n, _, p in out]
+
+
+def test_hook_incremental_writes_equal_a_batch_ingest(
+    corpus: Path,
+    driver: Any,
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    source = corpus / "claude-code" / f"{A758}.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    calls = _calls(source)
+    upto = calls[18][0] - 1  # everything before the 19th call: 18 answered calls
+    growing = tmp_path / "live" / f"{A758}.jsonl"
+    growing.parent.mkdir()
+    growing.write_bytes(b"")
+    db = neo4j_settings.neo4j.database
+    engine = HookEngine(driver, database=db)
+    try:
+        written = 0
+        for first, result_at, part in calls[:18]:
+            end = max(first, result_at)
+            with growing.open("ab") as f:
+                f.write(b"".join(lines[written:end]))
+            written = end
+            engine.post_tool_use(
+                tenant=tenant, transcript_path=str(growing), tool_use_id=part["id"], wait_s=0
+            )
+        with growing.open("ab") as f:
+            f.write(b"".join(lines[written:upto]))
+        engine.post_tool_use(
+            tenant=tenant, transcript_path=str(growing), tool_use_id=None, wait_s=0
+        )
+    finally:
+        engine.close()
+    assert _turns_in_graph(driver, tenant) == {A758: 18}
+
+    prefix = tmp_path / "batch" / f"{A758}.jsonl"
+    prefix.parent.mkdir()
+    prefix.write_bytes(b"".join(lines[:upto]))
+    batch = ingested(prefix, args=NO_MODELS)
+    assert batch.summary.dead_lettered == 0
+    assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
+        driver, db, batch.tenant, A758
+    )
+
+
+@pytest.fixture
+def hook_env(neo4j_settings: Settings, tmp_path: Path) -> Iterator[dict[str, str]]:
+    neo = neo4j_settings.neo4j
+    env = {
+        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
+        "NEO4J_URI": neo.uri,
+        "NEO4J_USER": neo.user,
+        "NEO4J_PASSWORD": neo.password,
+        "NEO4J_DATABASE": neo.database,
+        "TRAJGRAPH_HOOK_DIR": str(tmp_path / "hook"),
+        "PYTHONPATH": str(REPO),
+    }
+    yield env
+
+
+def _hook(env: dict[str, str], payload: Any, *flags: str) -> subprocess.CompletedProcess[bytes]:
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return subprocess.run(
+        [sys.executable, "-m", "trajgraph.cli", "hook", "claude-code", *flags],
+        input=data,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_hook_end_to_end_silence_reminder_and_pass_through(
+    corpus: Path, hook_env: dict[str, str], tenant: str, tmp_path: Path
+) -> None:
+    source = corpus / "claude-code" / f"{A758}.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    calls = _calls(source)
+    live = tmp_path / "live" / f"{A758}.jsonl"
+    live.parent.mkdir()
+    hook_dir = Path(hook_env["TRAJGRAPH_HOOK_DIR"])
+
+    def pre(n: int, *flags: str) -> subprocess.CompletedProcess[bytes]:
+        line, _, part = calls[n]
+        live.write_bytes(b"".join(lines[:line]))  # the transcript as it was at that call
+        payload = {
+            "session_id": A758,
+            "transcript_path": str(live),
+            "cwd": str(tmp_path),
+            "hook_event_name": "PreToolUse",
+            "tool_name": part["name"],
+            "tool_input": part["input"],
+            "tool_use_id": part["id"],
+        }
+        return _hook(hook_env, payload, "--tenant", tenant, *flags)
+
+    # No server yet and --no-start: silence, exit 0, the reason logged.
+    r = pre(18, "--no-start")
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    assert "no hook server is listening" in (hook_dir / "hook.log").read_text()
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "trajgraph.cli", "hook", "serve", "--idle-minutes", "5"],
+        env=hook_env,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not alive(hook_dir / "hook.sock"):
+            assert time.monotonic() < deadline and server.poll() is None, "server did not start"
+            time.sleep(0.2)
+        # The second identical `uv run`: a reminder citing the first, shown to the model.
+        r = pre(18, "--budget-ms", "60000")
+        assert r.returncode == 0 and r.stderr == b""
+        out = json.loads(r.stdout)["hookSpecificOutput"]
+        assert out["hookEventName"] == "PreToolUse" and "permissionDecision" not in out
+        assert "Failed to query Python interpreter" in out["additionalContext"]
+        assert "[turn 17;" in out["additionalContext"]
+        # Blocking is an option.
+        r = pre(18, "--budget-ms", "60000", "--decision", "deny")
+        denied = json.loads(r.stdout)["hookSpecificOutput"]
+        assert denied["permissionDecision"] == "deny"
+        assert "Failed to query" in denied["permissionDecisionReason"]
+        # The next call (cd elsewhere, then run): nothing to say.
+        r = pre(19, "--budget-ms", "60000")
+        assert (r.returncode, r.stdout) == (0, b"")
+        # Internal errors pass through silently: a transcript that does not exist, bad JSON.
+        missing = {
+            "session_id": "x",
+            "transcript_path": str(tmp_path / "nope.jsonl"),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls"},
+        }
+        for payload in (missing, b"{not json", b"[]"):
+            r = _hook(hook_env, payload, "--budget-ms", "60000")
+            assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+        log = (hook_dir / "hook.log").read_text()
+        assert "cannot read the transcript" in log and "hook input is not JSON" in log
+        # A budget too small to answer in: silence, logged as a timeout.
+        live.write_bytes(b"".join(lines))
+        r = pre(20, "--budget-ms", "1")
+        assert (r.returncode, r.stdout) == (0, b"")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert not (hook_dir / "hook.sock").exists()
+
+    # Without a server, the first call starts one in the background and passes through.
+    r = pre(18)
+    assert (r.returncode, r.stdout) == (0, b"")
+    deadline = time.monotonic() + 90
+    while not alive(hook_dir / "hook.sock"):
+        assert time.monotonic() < deadline, "the hook did not start its server"
+        time.sleep(0.2)
+    stop = subprocess.run(
+        [sys.executable, "-m", "trajgraph.cli", "hook", "stop"],
+        env=hook_env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert stop.returncode == 0 and b"hook server stopped" in stop.stdout
+    assert not (hook_dir / "hook.sock").exists()
+
+
+def test_stream_follows_a_growing_session_file(
+    corpus: Path,
+    driver: Any,
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    source = corpus / "claude-code" / f"{A758}.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    live = tmp_path / "projects" / "-home-u-proj"
+    live.mkdir(parents=True)
+    target = live / source.name
+    target.write_bytes(b"".join(lines[:40]) + lines[40][:50])  # ends in a torn line
+    db = neo4j_settings.neo4j.database
+    tid_uid = ids.trajectory_uid(tenant, A758)
+
+    def grow() -> None:
+        time.sleep(4.0)
+        with target.open("ab") as f:
+            f.write(lines[40][50:])
+            f.flush()
+            for start in range(41, len(lines), 20):
+                f.write(b"".join(lines[start : start + 20]))
+                f.flush()
+                time.sleep(0.7)
+
+    writer = threading.Thread(target=grow)
+    writer.start()
+    stream.run(
+        [
+            str(tmp_path / "projects"),
+            "--tenant",
+            tenant,
+            "--duration",
+            "16",
+            "--poll",
+            "0.3",
+            "--embedder",
+            "none",
+            "--extractor",
+            "heuristic",
+            "--dead-letter",
+            str(tmp_path / "dl"),
+        ],
+        settings=neo4j_settings,
+    )
+    writer.join()
+    assert not (tmp_path / "dl" / "dead-letter.jsonl").exists()
+    turns = driver.execute_query(
+        "MATCH (t:Turn {trajectory_uid: $u}) RETURN count(t) AS n", u=tid_uid
+    ).records[0]["n"]
+    assert turns == 32
+    batch = ingested(source, args=NO_MODELS).tenant
+    assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(driver, db, batch, A758)
