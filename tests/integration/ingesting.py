@@ -86,3 +86,23 @@ def _as_path(log: Log, target: Path) -> Path | str:
     records = [log] if isinstance(log, Mapping) else list(log)
     target.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return target
+
+
+def retries_log(trajectory_id: str) -> dict[str, Any]:
+    """The smallest log with a cause: a config read, a failing test, the fix, the passing test
+    (the API, client and outage tests each ingest it under their own id)."""
+    return {
+        "id": trajectory_id,
+        "task": "Make tests/test_api.py pass.",
+        "turns": [
+            {"idx": 0, "action": "cat config.yaml", "observation": "retries=3"},
+            {
+                "idx": 1,
+                "action": "pytest tests/test_api.py",
+                "observation": "FAILED tests/test_api.py::test_retry - AssertionError: got 3\n"
+                "1 failed",
+            },
+            {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
+            {"idx": 3, "action": "pytest tests/test_api.py", "observation": "1 passed"},
+        ],
+    }

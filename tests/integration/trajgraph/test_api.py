@@ -18,24 +18,11 @@ from typing import Any
 import pytest
 import uvicorn
 
-from tests.integration.ingesting import Ingest
+from tests.integration.ingesting import Ingest, retries_log
 from trajgraph.api import MAX_BODY_BYTES, create_app
 from trajgraph.settings import Settings
 
-TRAJ = {
-    "id": "synthetic-retries",
-    "task": "Make tests/test_api.py pass.",
-    "turns": [
-        {"idx": 0, "action": "cat config.yaml", "observation": "retries=3"},
-        {
-            "idx": 1,
-            "action": "pytest tests/test_api.py",
-            "observation": "FAILED tests/test_api.py::test_retry - AssertionError: got 3\n1 failed",
-        },
-        {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
-        {"idx": 3, "action": "pytest tests/test_api.py", "observation": "1 passed"},
-    ],
-}
+TRAJ = retries_log("synthetic-retries")
 KEY_A = "key-a-" + "x" * 20
 KEY_B = "key-b-" + "y" * 20
 HOSTILE = [

@@ -10,26 +10,13 @@ from typing import Any
 import neo4j
 import pytest
 
-from tests.integration.ingesting import Ingest
+from tests.integration.ingesting import Ingest, retries_log
 from trajgraph.client import Timeouts, TrajGraph
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph import digest
 from trajgraph.settings import Settings
 
-TRAJ = {
-    "id": "client-retries",
-    "task": "Make tests/test_api.py pass.",
-    "turns": [
-        {"idx": 0, "action": "cat config.yaml", "observation": "retries=3"},
-        {
-            "idx": 1,
-            "action": "pytest tests/test_api.py",
-            "observation": "FAILED tests/test_api.py::test_retry - AssertionError: got 3\n1 failed",
-        },
-        {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
-        {"idx": 3, "action": "pytest tests/test_api.py", "observation": "1 passed"},
-    ],
-}
+TRAJ = retries_log("client-retries")
 T = str(TRAJ["id"])
 
 

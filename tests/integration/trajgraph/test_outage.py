@@ -20,27 +20,14 @@ from typing import Any
 
 import pytest
 
-from tests.integration.ingesting import Ingest
+from tests.integration.ingesting import Ingest, retries_log
 from tests.integration.servers import Private, serve_in_thread
 from tests.paths import REPO
 from trajgraph.api import create_app
 
 TENANT = "outage"
 KEY = "outage-key-" + "k" * 20
-TRAJ = {
-    "id": "outage-retries",
-    "task": "Make tests/test_api.py pass.",
-    "turns": [
-        {"idx": 0, "action": "cat config.yaml", "observation": "retries=3"},
-        {
-            "idx": 1,
-            "action": "pytest tests/test_api.py",
-            "observation": "FAILED tests/test_api.py::test_retry - AssertionError: got 3\n1 failed",
-        },
-        {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
-        {"idx": 3, "action": "pytest tests/test_api.py", "observation": "1 passed"},
-    ],
-}
+TRAJ = retries_log("outage-retries")
 T = TRAJ["id"]
 # Every endpoint that reads the graph: (method, path, body).
 ENDPOINTS: list[tuple[str, str, Any]] = [
