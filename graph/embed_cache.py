@@ -11,18 +11,15 @@ embedding would have written.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import numpy as np
 
-from trajgraph.errors import ConfigError
 from trajgraph.graph.embedders import Embedder
 from trajgraph.settings import EmbedderSettings
+from trajgraph.sqlite_store import SqliteStore
 
 MEMORY_ENTRIES = 20_000  # about 20-30 MiB of vectors at 256-384 dimensions
 
@@ -34,62 +31,19 @@ def text_key(embedder: str, text: str) -> str:
     return h.hexdigest()
 
 
-class VectorCache:
-    """float32 vectors by key in one SQLite file; thread-safe, shared by processes (WAL)."""
+class VectorCache(SqliteStore[np.ndarray]):
+    """float32 vectors by key in one SQLite file."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                str(path), timeout=30, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS vectors ("
-                " key TEXT PRIMARY KEY, vector BLOB NOT NULL, created REAL NOT NULL)"
-            )
-        except (OSError, sqlite3.Error) as e:
-            raise ConfigError(f"cannot open the embedding cache {path}: {e}") from e
-        self._lock = threading.Lock()
+    table = "vectors"
+    column = "vector"
+    column_type = "BLOB"
+    what = "the embedding cache"
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
-        wanted = list(dict.fromkeys(keys))
-        found: dict[str, np.ndarray] = {}
-        with self._lock:
-            for i in range(0, len(wanted), 500):  # SQLite caps bound parameters per statement
-                chunk = wanted[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk
-                ).fetchall()
-                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
-        return found
+    def encode(self, value: np.ndarray) -> bytes:
+        return np.asarray(value, dtype=np.float32).tobytes()
 
-    def put_many(self, items: dict[str, np.ndarray]) -> None:
-        if not items:
-            return
-        now = time.time()
-        rows = [(k, np.asarray(v, dtype=np.float32).tobytes(), now) for k, v in items.items()]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO vectors (key, vector, created) VALUES (?, ?, ?)", rows
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+    def decode(self, stored: bytes) -> np.ndarray:
+        return np.frombuffer(stored, dtype=np.float32)
 
 
 class CachedEmbedder:
