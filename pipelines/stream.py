@@ -168,23 +168,24 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
         )
         | "Assemble trajectories" >> beam.ParDo(AssembleTrajectoryFn())
     )
+
+    def extract() -> ExtractTrajectoryFn:  # the event and the session branches extract alike
+        return ExtractTrajectoryFn(
+            config.extractor,
+            config.budget_tokens,
+            config.llm,
+            True,
+            1,
+            embedder_name(embedder) if embedder else "",
+        )
+
     valid, bad_valid = (
         assembled | "Validate against schema" >> beam.ParDo(ValidateFn()).with_exception_handling()
     )
     built = (
         valid
         | "One trajectory per batch" >> beam.Map(lambda item: [item])
-        | "Extract and merge windows"
-        >> beam.ParDo(
-            ExtractTrajectoryFn(
-                config.extractor,
-                config.budget_tokens,
-                config.llm,
-                True,
-                1,
-                embedder_name(embedder) if embedder else "",
-            )
-        ).with_outputs(FAILURES, main="rows")
+        | "Extract and merge windows" >> beam.ParDo(extract()).with_outputs(FAILURES, main="rows")
     )
     _ = built.rows | "Write graph" >> WriteNewestVersions(config.neo, config.batch_size, embedder)
     # Session files (Claude Code, OTLP exports) come out of the reader already adapted. They
@@ -198,16 +199,7 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
         session_valid
         | "One session trajectory per batch" >> beam.Map(lambda item: [item])
         | "Extract and merge session windows"
-        >> beam.ParDo(
-            ExtractTrajectoryFn(
-                config.extractor,
-                config.budget_tokens,
-                config.llm,
-                True,
-                1,
-                embedder_name(embedder) if embedder else "",
-            )
-        ).with_outputs(FAILURES, main="rows")
+        >> beam.ParDo(extract()).with_outputs(FAILURES, main="rows")
     )
     _ = built_sessions.rows | "Write session graph" >> WriteNewestVersions(
         config.neo, config.batch_size, embedder

@@ -48,10 +48,10 @@ from trajgraph.pipelines import dead_letter, files, progress
 from trajgraph.pipelines.adapters import normalize
 from trajgraph.pipelines.adapters.base import LineFile, Located, RawRecord, parse_json
 from trajgraph.pipelines.adapters.detect import sniff_line_file
-from trajgraph.pipelines.transforms import NS, EmbedRowsFn
+from trajgraph.pipelines.transforms import NS, WriteGraph
 from trajgraph.schemas.ids import id_problem
 from trajgraph.schemas.trajectory import max_turn_idx
-from trajgraph.settings import EmbedderSettings, Neo4jSettings
+from trajgraph.settings import Neo4jSettings
 
 EVENT_TYPES = ("turn", "header", "footer")
 READ_FAILURES = "read_failures"
@@ -347,23 +347,11 @@ class WriteNewestVersionFn(beam.DoFn):
             self._driver.close()
 
 
-class WriteNewestVersions(beam.PTransform):
+class WriteNewestVersions(WriteGraph):
     """GraphRows of streamed trajectories → node embeddings (when an embedder is given) →
     each trajectory's newest version in Neo4j."""
 
-    def __init__(
-        self, neo: Neo4jSettings, batch_size: int, embedder: EmbedderSettings | None = None
-    ) -> None:
-        super().__init__()
-        self._neo = neo
-        self._batch_size = batch_size
-        self._embedder = embedder
-
-    def expand(self, rows: Any) -> Any:
-        if self._embedder is not None:
-            rows = rows | "Embed states and turns" >> beam.ParDo(
-                EmbedRowsFn(self._neo, self._embedder)
-            )
+    def write(self, rows: Any) -> Any:
         return (
             rows
             | "Key by trajectory uid"

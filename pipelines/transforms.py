@@ -541,6 +541,9 @@ class WriteGraph(beam.PTransform):
             rows = rows | "Embed states and turns" >> beam.ParDo(
                 EmbedRowsFn(self._neo, self._embedder)
             )
+        return self.write(rows)
+
+    def write(self, rows: Any) -> Any:
         return rows | "Write batches to Neo4j" >> beam.ParDo(
             WriteGraphFn(self._neo, self._batch_size)
         )
