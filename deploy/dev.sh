@@ -183,10 +183,20 @@ ensure_chromium() {
 
 neo4j() { "$PY" -m trajgraph.graph.local_server "$@"; }
 
+# After an upgrade that changes the default embedder (a new static table recipe), a local
+# graph still holds the old vectors, and ingest refuses to mix them: make them again (a no-op
+# when they already match). Only for a local Neo4j: a shared one is its owner's to move.
+follow_embedder() {
+  if "$PY" -c 'import sys; from trajgraph.settings import load; from trajgraph.graph.local_server import is_local_uri; sys.exit(0 if is_local_uri(load().neo4j.uri) else 1)'; then
+    "$VENV/bin/trajgraph" reembed
+  fi
+}
+
 cmd_demo() {
   cmd_setup
   say "starting Neo4j"
   neo4j start
+  follow_embedder
   say "running the demo"
   "$VENV/bin/trajgraph" demo
   say "Neo4j is still running; stop it with: bash deploy/dev.sh neo4j-stop"
@@ -206,6 +216,7 @@ cmd_test() {
     STARTED_NEO4J=1
     neo4j start
   fi
+  follow_embedder
 
   local failed=()
   say "ruff check ."

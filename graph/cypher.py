@@ -71,6 +71,55 @@ OPTIONAL MATCH (e:EmbeddingSpace {name: 'nodes'})
 RETURN e.model AS model, e.dim AS dim
 """
 
+# Re-embedding (trajgraph reembed): the space moves to the new model first, so from then on
+# no writer of the old model is accepted; `migrating` stays set until every vector is new.
+MOVE_EMBEDDING_SPACE = """
+MERGE (e:EmbeddingSpace {name: 'nodes'})
+ON CREATE SET e.created = datetime()
+SET e.previous = coalesce(e.migrating_from, e.model), e.model = $model, e.dim = $dim,
+    e.migrating_from = coalesce(e.migrating_from, e.model, ''), e.moved = datetime()
+"""
+
+FINISH_EMBEDDING_SPACE = """
+MATCH (e:EmbeddingSpace {name: 'nodes'}) WHERE e.model = $model
+REMOVE e.migrating_from
+"""
+
+MIGRATING_FROM = """
+OPTIONAL MATCH (e:EmbeddingSpace {name: 'nodes'})
+RETURN e.migrating_from AS migrating_from
+"""
+
+DROP_VECTOR_INDEX: dict[str, str] = {
+    "state_embedding": "DROP INDEX state_embedding IF EXISTS",
+    "turn_embedding": "DROP INDEX turn_embedding IF EXISTS",
+}
+
+# Pages in uid order (the uid constraints index them) of the nodes that hold a vector.
+EMBEDDED_TURNS_PAGE = """
+MATCH (n:Turn) WHERE n.uid > $after AND n.embedding IS NOT NULL
+RETURN n.uid AS uid, n.action AS action, n.observation AS observation
+ORDER BY n.uid LIMIT $limit
+"""
+
+EMBEDDED_STATES_PAGE = """
+MATCH (n:State) WHERE n.uid > $after AND n.embedding IS NOT NULL
+RETURN n.uid AS uid, n.text AS text
+ORDER BY n.uid LIMIT $limit
+"""
+
+SET_TURN_EMBEDDINGS = """
+UNWIND $rows AS row
+MATCH (n:Turn {uid: row.uid})
+CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+"""
+
+SET_STATE_EMBEDDINGS = """
+UNWIND $rows AS row
+MATCH (n:State {uid: row.uid})
+CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+"""
+
 VECTOR_INDEX_DIMENSIONS = """
 SHOW VECTOR INDEXES YIELD name, options
 WHERE name IN $names

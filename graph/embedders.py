@@ -35,7 +35,9 @@ _PARTS = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 
 class Embedder(Protocol):
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 

@@ -69,12 +69,7 @@ def ensure_embedding_space(driver: neo4j.Driver, database: str, model: str, dim:
             cypher.CLAIM_EMBEDDING_SPACE, model=model, dim=dim, database_=database
         ).records[0]
     if (claimed["model"], claimed["dim"]) != (model, dim):
-        raise ConfigError(
-            f"the graph's embeddings were made by {claimed['model']} (dimension "
-            f"{claimed['dim']}), but the configured embedder is {model} (dimension {dim}). "
-            "Set TRAJGRAPH_EMBEDDER (and TRAJGRAPH_EMBED_MODEL / TRAJGRAPH_EMBED_DIM) to "
-            "match, or use another database."
-        )
+        raise space_mismatch((claimed["model"], claimed["dim"]), (model, dim))
     with graph_errors("creating the vector indexes"):
         for statement in cypher.CREATE_VECTOR_INDEX.values():
             driver.execute_query(statement, dim=dim, database_=database)
@@ -87,6 +82,16 @@ def ensure_embedding_space(driver: neo4j.Driver, database: str, model: str, dim:
             f"vector indexes {wrong} do not have dimension {dim} of {model}; drop them "
             "(DROP INDEX name) or use another database"
         )
+
+
+def space_mismatch(graph: tuple[str, int], configured: tuple[str, int]) -> ConfigError:
+    return ConfigError(
+        f"the graph's embeddings were made by {graph[0]} (dimension {graph[1]}), but the "
+        f"configured embedder is {configured[0]} (dimension {configured[1]}). Set "
+        "TRAJGRAPH_EMBEDDER (and TRAJGRAPH_EMBED_MODEL / TRAJGRAPH_EMBED_DIM) to match, use "
+        "another database, or run `trajgraph reembed` to move the graph's vectors to the "
+        "configured embedder"
+    )
 
 
 def embedding_space(driver: neo4j.Driver, database: str) -> tuple[str, int] | None:

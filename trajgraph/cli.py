@@ -133,6 +133,11 @@ def _parser() -> argparse.ArgumentParser:
     dg.add_argument("--tenant", default=None)
     dg.add_argument("--all-tenants", action="store_true", help="the whole database")
 
+    re_ = sub.add_parser(
+        "reembed", help="make every stored vector again with the configured embedder"
+    )
+    re_.add_argument("--page", type=int, default=500, help="nodes per read and write")
+
     tr = sub.add_parser("trajectories", help="list ingested trajectories")
     tr.add_argument("--tenant", default=None)
     tr.add_argument("--json", action="store_true")
@@ -301,6 +306,12 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         raise ConfigError(f"trajectory id {problem}")
     if args.command == "neo4j":
         return _neo4j(args.action, settings)
+    if args.command == "reembed":
+        from trajgraph.jobs import reembed
+
+        if args.page < 1:
+            raise ConfigError(f"--page must be at least 1, got {args.page}")
+        return reembed.main(settings, page=args.page)
     if args.command == "demo":
         from trajgraph import demo
 

@@ -32,7 +32,7 @@ from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph import cypher, ids
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
-from trajgraph.graph.writer import embedding_space
+from trajgraph.graph.writer import embedding_space, space_mismatch
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
 from trajgraph.queries.retrieval import aggregates, router
 from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
@@ -158,11 +158,7 @@ class Retriever:
         space = embedding_space(self.driver, self.database)
         mine = (self.embedder.name, dimension(self.embedder))
         if space is not None and space != mine:
-            raise ConfigError(
-                f"the graph's embeddings were made by {space[0]} (dimension {space[1]}), the "
-                f"configured embedder is {mine[0]} (dimension {mine[1]}): set TRAJGRAPH_EMBEDDER "
-                "to match"
-            )
+            raise space_mismatch(space, mine)
         self._space_ok = space is not None
 
     def close(self) -> None:

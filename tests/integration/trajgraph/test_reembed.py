@@ -1,0 +1,125 @@
+"""`trajgraph reembed` moves a graph's vectors to the configured embedder: every vector made
+again from the texts in the graph, the indexes resized, and an interrupted move finished by
+running it again. On a Neo4j of the test's own: the move is database-wide."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from tests.integration.ingesting import Ingest, retries_log
+from tests.integration.servers import Private
+from trajgraph.errors import ConfigError
+from trajgraph.graph import cypher
+from trajgraph.graph.embedders import Embedder, HashEmbedder, get_embedder, turn_text
+from trajgraph.graph.writer import embedding_space
+from trajgraph.jobs import reembed
+from trajgraph.queries.retrieval.engine import Retriever
+from trajgraph.settings import Settings
+
+TENANT = "reembed"
+
+
+def _with(settings: Settings, kind: str, dim: int | None) -> Settings:
+    return dataclasses.replace(
+        settings, embedder=dataclasses.replace(settings.embedder, kind=kind, dim=dim)
+    )
+
+
+def _vectors(p: Private) -> dict[str, Any]:
+    record = p.driver.execute_query(
+        "MATCH (n {tenant: $t}) WHERE n:State OR n:Turn "
+        "RETURN count(n) AS n, count(n.embedding) AS embedded, "
+        "min(size(n.embedding)) AS lo, max(size(n.embedding)) AS hi",
+        t=TENANT,
+        database_=p.db,
+    ).records[0]
+    return dict(record)
+
+
+def _index_dims(p: Private) -> set[int]:
+    records = p.driver.execute_query(
+        cypher.VECTOR_INDEX_DIMENSIONS, names=list(cypher.VECTOR_INDEXES), database_=p.db
+    ).records
+    return {int(r["dim"]) for r in records}
+
+
+class _StopsAfter:
+    """An embedder that fails after ``calls`` calls: a reembed killed half way."""
+
+    def __init__(self, inner: Embedder, calls: int) -> None:
+        self.inner, self.calls = inner, calls
+        self.name, self.dim = inner.name, inner.dim
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.calls == 0:
+            raise RuntimeError("killed")
+        self.calls -= 1
+        return self.inner.embed(texts)
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.mark.timeout(600)
+def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerunning(
+    private_neo4j: Private, ingested: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = private_neo4j
+    hashed = _with(p.settings, "hash", 64)
+    assert ingested(retries_log("r1"), tenant=TENANT, settings=hashed).summary.ingested == 1
+    before = _vectors(p)
+    assert before["n"] == before["embedded"] > 4 and before["lo"] == before["hi"] == 64
+
+    static = _with(p.settings, "static", None)
+    with pytest.raises(ConfigError, match="trajgraph reembed"):
+        ingested(retries_log("r2"), tenant=TENANT, settings=static)
+
+    assert reembed.main(static, page=3) == 0
+    assert "re-embedded" in capsys.readouterr().out
+    emb = get_embedder(static.embedder)
+    assert embedding_space(p.driver, p.db) == (emb.name, emb.dim)
+    assert reembed.migrating_from(p.driver, p.db) is None
+    after = _vectors(p)
+    assert after["n"] == after["embedded"] == before["n"] and after["lo"] == after["hi"] == emb.dim
+    assert _index_dims(p) == {emb.dim}
+    turn = p.driver.execute_query(
+        "MATCH (t:Turn {tenant: $t, idx: 1}) RETURN t.action AS action, "
+        "t.observation AS observation, t.embedding AS e",
+        t=TENANT,
+        database_=p.db,
+    ).records[0]
+    expected = emb.embed([turn_text(dict(turn))])[0]
+    assert turn["e"] == pytest.approx(expected, abs=1e-6)  # made from the stored text
+
+    # Now the configured embedder writes and reads again; a second run has nothing to do.
+    assert ingested(retries_log("r2"), tenant=TENANT, settings=static).summary.ingested == 1
+    assert reembed.main(static) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    engine = Retriever(p.driver, database=p.db, embedder=emb)
+    r = engine.retrieve(
+        "Which test failed with an AssertionError?",
+        tenant=TENANT,
+        trajectory="r1",
+        mode="embedding",
+        budget_tokens=400,
+    )
+    assert any(e.turn == 1 for e in r.items)
+
+    # Killed half way back to the hash embedder: writers of the old model are refused at
+    # once, the mark stays, and running again finishes the move.
+    with pytest.raises(RuntimeError, match="killed"):
+        reembed.reembed(p.driver, p.db, _StopsAfter(HashEmbedder(64), 1), page=3)
+    assert embedding_space(p.driver, p.db) == ("hash-64", 64)
+    assert reembed.migrating_from(p.driver, p.db) == emb.name
+    with pytest.raises(ConfigError, match="trajgraph reembed"):
+        ingested(retries_log("r3"), tenant=TENANT, settings=static)
+    done = reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3)
+    assert done.moved and done.previous == emb.name and done.turns == 8
+    assert reembed.migrating_from(p.driver, p.db) is None
+    final = _vectors(p)
+    assert final["embedded"] == final["n"] and final["lo"] == final["hi"] == 64
+    assert _index_dims(p) == {64}
