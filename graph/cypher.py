@@ -108,16 +108,33 @@ RETURN n.uid AS uid, n.text AS text
 ORDER BY n.uid LIMIT $limit
 """
 
+# Written only while the space is still this run's model: a concurrent reembed that moved it
+# elsewhere wins, and this run's later pages write nothing (and it stops).
 SET_TURN_EMBEDDINGS = """
+MATCH (e:EmbeddingSpace {name: 'nodes'}) WHERE e.model = $model
 UNWIND $rows AS row
 MATCH (n:Turn {uid: row.uid})
 CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+RETURN count(*) AS written
 """
 
 SET_STATE_EMBEDDINGS = """
+MATCH (e:EmbeddingSpace {name: 'nodes'}) WHERE e.model = $model
 UNWIND $rows AS row
 MATCH (n:State {uid: row.uid})
 CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+RETURN count(*) AS written
+"""
+
+# Vectors of another size than the space's: left by an interrupted or lost move, or by an
+# ingest of the old model that was already running when the move began.
+WRONG_SIZE_VECTORS = """
+CALL () {
+  MATCH (n:Turn) WHERE n.embedding IS NOT NULL AND size(n.embedding) <> $dim RETURN n
+  UNION ALL
+  MATCH (n:State) WHERE n.embedding IS NOT NULL AND size(n.embedding) <> $dim RETURN n
+}
+RETURN count(n) AS n
 """
 
 VECTOR_INDEX_DIMENSIONS = """

@@ -309,8 +309,8 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     if args.command == "reembed":
         from trajgraph.jobs import reembed
 
-        if args.page < 1:
-            raise ConfigError(f"--page must be at least 1, got {args.page}")
+        if not 1 <= args.page <= reembed.MAX_PAGE:
+            raise ConfigError(f"--page must be 1 to {reembed.MAX_PAGE}, got {args.page}")
         return reembed.main(settings, page=args.page)
     if args.command == "demo":
         from trajgraph import demo

@@ -7,11 +7,14 @@ vectors made again. Their texts are in the graph (a turn's action and observatio
 text), so no log is read again.
 
 The order keeps the graph honest at every step: the recorded space moves to the new model
-first (from then on no writer of the old one is accepted), with a ``migrating_from`` mark;
+first (from then on no ingest of the old one starts, and a concurrent reembed to another model
+stops), with a ``migrating_from`` mark;
 the vector indexes are dropped if the size changes; every node that holds a vector is
 re-embedded, in pages by uid; then the indexes are created and the mark removed. Stopped half
 way, the command is run again: the mark says the move is unfinished, and it starts over
-(each page is idempotent).
+(each page is idempotent). An ingest of the old model already running when the move starts
+may still write old vectors: run it between ingests. Old vectors of another size are found
+and replaced by the next run; of the same size they cannot be told apart.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 import neo4j
 
+from trajgraph.errors import ConfigError, GraphError
 from trajgraph.graph import cypher
 from trajgraph.graph.connection import graph_errors, open_driver
 from trajgraph.graph.embedders import Embedder, dimension, state_text, turn_text
@@ -31,6 +35,7 @@ from trajgraph.graph.writer import embedding_space, ensure_embedding_space
 from trajgraph.settings import Settings
 
 PAGE = 500
+MAX_PAGE = 100_000  # nodes per transaction: beyond this a page is a memory problem
 
 
 @dataclass
@@ -70,9 +75,14 @@ def reembed(
     # A remote model of unconfigured size that is the graph's own: no need to ask its server.
     asks = bool(embedder.dim) or space[0] != embedder.name
     dim = dimension(embedder) if asks else space[1]
-    if space == (embedder.name, dim) and unfinished is None:
+    if (
+        space == (embedder.name, dim)
+        and unfinished is None
+        and not _wrong_size(driver, database, dim)
+    ):
         return Reembedded(space[0], embedder.name, dim)
-    previous = unfinished or space[0]
+    # Moving back to where an unfinished move started: the vectors to replace are space[0]'s.
+    previous = unfinished if unfinished and unfinished != embedder.name else space[0]
     say(f"re-embedding the graph's vectors: {previous} -> {embedder.name} (dimension {dim})")
     with graph_errors("moving the embedding space"):
         if space[1] != dim:
@@ -103,10 +113,28 @@ def reembed(
         lambda n: say(f"  {n} states"),
     )
     ensure_embedding_space(driver, database, embedder.name, dim)
+    left = _wrong_size(driver, database, dim)
+    if left:  # the mark stays: the next run finds these and finishes the move
+        raise GraphError(
+            f"{left} vectors of another size were written while the graph moved to "
+            f"{embedder.name} (an ingest of the old embedder still running?): run "
+            "`trajgraph reembed` again when it has ended"
+        )
     with graph_errors("moving the embedding space"):
         driver.execute_query(cypher.FINISH_EMBEDDING_SPACE, model=embedder.name, database_=database)
     done.seconds = time.monotonic() - started
     return done
+
+
+def _wrong_size(driver: neo4j.Driver, database: str, dim: int) -> int:
+    with graph_errors("checking vector sizes"):
+        rec = driver.execute_query(
+            cypher.WRONG_SIZE_VECTORS,
+            dim=dim,
+            database_=database,
+            routing_=neo4j.RoutingControl.READ,
+        ).records[0]
+    return int(rec["n"])
 
 
 def _pages(
@@ -131,7 +159,16 @@ def _pages(
         vectors = embedder.embed([text(p) for p in props])
         rows = [{"uid": p["uid"], "embedding": v} for p, v in zip(props, vectors, strict=True)]
         with graph_errors("writing re-embedded vectors"):
-            driver.execute_query(write, rows=rows, database_=database)
+            written = driver.execute_query(
+                write, rows=rows, model=embedder.name, database_=database
+            ).records
+        moved_away = not written or not written[0]["written"]
+        if moved_away and (embedding_space(driver, database) or ("",))[0] != embedder.name:
+            raise ConfigError(
+                f"the graph's embedding space was moved away from {embedder.name} while this "
+                "reembed ran (another reembed?): stopped. Run `trajgraph reembed` again with "
+                "the embedder you want"
+            )
         total += len(rows)
         after = str(props[-1]["uid"])
         if total % (page * 20) == 0:

@@ -123,3 +123,29 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
     final = _vectors(p)
     assert final["embedded"] == final["n"] and final["lo"] == final["hi"] == 64
     assert _index_dims(p) == {64}
+
+    # A vector of another size written behind the move's back (an ingest of the old model
+    # that was already running) is found by the next run, not reported as "nothing to do".
+    p.driver.execute_query(
+        "MATCH (t:Turn {tenant: $t, idx: 0}) WITH t LIMIT 1 "
+        "CALL db.create.setNodeVectorProperty(t, 'embedding', $v)",
+        t=TENANT,
+        v=[1.0] * 16,
+        database_=p.db,
+    )
+    again = reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3)
+    assert again.moved and again.turns == 8
+    assert _vectors(p)["lo"] == 64
+
+    # Two moves at once: the one whose space was taken by the other stops instead of
+    # writing vectors the graph no longer accepts.
+    class _Overtaken(_StopsAfter):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            p.driver.execute_query(
+                cypher.MOVE_EMBEDDING_SPACE, model="hash-32", dim=32, database_=p.db
+            )
+            return self.inner.embed(texts)
+
+    with pytest.raises(ConfigError, match="moved away"):
+        reembed.reembed(p.driver, p.db, _Overtaken(HashEmbedder(48), 99), page=3)
+    assert _vectors(p)["lo"] == 64  # nothing of the lost move was written
