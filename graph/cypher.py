@@ -76,8 +76,8 @@ RETURN e.model AS model, e.dim AS dim
 MOVE_EMBEDDING_SPACE = """
 MERGE (e:EmbeddingSpace {name: 'nodes'})
 ON CREATE SET e.created = datetime()
-SET e.previous = coalesce(e.migrating_from, e.model), e.model = $model, e.dim = $dim,
-    e.migrating_from = coalesce(e.migrating_from, e.model, ''), e.moved = datetime()
+SET e.migrating_from = coalesce(e.migrating_from, e.model, ''), e.model = $model,
+    e.dim = $dim, e.moved = datetime()
 """
 
 FINISH_EMBEDDING_SPACE = """
