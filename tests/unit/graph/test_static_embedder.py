@@ -83,6 +83,21 @@ def test_static_embedder_is_deterministic_normalized_and_ranks_by_meaning(
     assert static.embed([]) == []
 
 
+def test_repeated_pieces_count_sublinearly(static: se.StaticEmbedder, tokenizer: WordPiece) -> None:
+    """A piece said n times weighs 1 + ln n: a log's ===== rule or a repeated progress line
+    does not outweigh the words around it."""
+    table, _ = static._load()
+    error, failed = tokenizer.ids("error failed")  # one piece each
+    want = (1 + math.log(4)) * table[error] + table[failed]
+    got = np.array(static.embed(["error error failed error error"])[0])
+    assert np.allclose(got, want / np.linalg.norm(want), atol=1e-5)
+    words = "pytest tests/test_blueprints.py failed: a blueprint with an empty name"
+    rule = "=" * 200
+    v = np.array(static.embed([words, f"{rule}\n{words}\n{rule}", rule]))
+    # Counted once each, the 400 '=' pieces would make the ruled text a copy of the rule.
+    assert v[1] @ v[0] > 0.8 > v[1] @ v[2]
+
+
 def test_static_is_the_default_and_names_model_recipe_and_size(static: se.StaticEmbedder) -> None:
     assert EmbedderSettings().kind == "static" == load({}).embedder.kind
     name = embedder_name(EmbedderSettings())
