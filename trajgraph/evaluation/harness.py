@@ -8,6 +8,8 @@ for every method):
   content words not in the question) found in the context;
 * **needle recall**: the share of the question's needle turns that the context cites
   (a ``turn N`` header for that turn), for episodes that name needles (the synthetic ones).
+* **answer-turn recall**: the same for the steps a real episode's gold answer names and
+  its question does not (trajgraph.evaluation.metrics).
 
 Methods, all at the same budget: ``long_context`` (the first 70 % and last 30 % of the budget
 over the whole trajectory), ``bm25`` over turns, ``embedding_topk`` over turns, trajgraph
@@ -42,7 +44,7 @@ from trajgraph.evaluation.baselines import (
     whole_trajectory,
 )
 from trajgraph.evaluation.episodes import load_episodes
-from trajgraph.evaluation.metrics import coverage, key_terms, needle_recall
+from trajgraph.evaluation.metrics import answer_turns, coverage, key_terms, needle_recall
 from trajgraph.evaluation.report import (
     by_horizon,
     domain_table,
@@ -135,6 +137,9 @@ def evaluate(
                         "method": name,
                         "context_tokens": count_tokens(context),
                         "needle_recall": needle_recall(context, qa.get("needles") or []),
+                        "answer_turn_recall": needle_recall(
+                            context, answer_turns(str(qa["answer"]), qa["question"])
+                        ),
                         "coverage": coverage(context, str(qa["answer"]), qa["question"]),
                     }
                     if keep_contexts:
@@ -301,8 +306,9 @@ def _print_real(rows: list[dict[str, Any]], budget: int, judged: bool, md: bool)
     questions = len({(r["episode"], r["question"]) for r in rows})
     print(f"\n{episodes} episode(s), {questions} question(s), budget {budget} tokens")
     metrics = ["coverage"] + (["accuracy"] if judged else [])
-    if any(r["needle_recall"] is not None for r in rows):
-        metrics.append("needle_recall")
+    for extra in ("answer_turn_recall", "needle_recall"):
+        if any(r.get(extra) is not None for r in rows):
+            metrics.append(extra)
     for metric in metrics:
         print(f"\n{metric} by capability")
         print(table(rows, metric))

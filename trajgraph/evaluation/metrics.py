@@ -8,6 +8,10 @@
   ``src/flask/blueprints.py``, ``review`` not in ``reviews``. A question whose answer has no
   key terms left has no coverage (None) and is left out of the means.
 * **needle recall**: the share of a question's needle turns the context cites (``turn N``).
+* **answer-turn recall** (real episodes, which name no needles): the same share for the
+  steps the gold answer names and the question does not ("Step 15, when it examined the
+  validation logic" → turn 15). Coverage counts words, and a context can hold an answer's
+  words without its step; this counts whether the evidence itself came along.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ _TERM = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:/\-]\d+)*")
 _IDENTIFIER_MARK = re.compile(r"[\d_./:\-]|[a-z][A-Z]")
 _TURN_REF = re.compile(r"turn (\d+)")
+# "Step 15", "turn 3", "steps 30, 37 and 41", "Steps 4-8" (both ends): what an answer cites.
+_STEP_REFS = re.compile(
+    r"\b(?:step|turn)s?\s+(\d+(?:\s*(?:,\s*and|,|and|&|-|–|to)\s*(?:step\s+|turn\s+)?\d+)*)", re.I
+)
 
 # Function words: never key terms. (Content words are everything else of 2+ letters.)
 _STOP_WORDS = """
@@ -73,6 +81,16 @@ def coverage(context: str, answer: str, question: str = "") -> float | None:
     if not terms:
         return None
     return sum(1 for t in terms if occurs_as_term(t, context)) / len(terms)
+
+
+def named_steps(text: str) -> set[int]:
+    """The step (turn) numbers ``text`` names."""
+    return {int(n) for refs in _STEP_REFS.findall(text) for n in re.findall(r"\d+", refs)}
+
+
+def answer_turns(answer: str, question: str) -> list[int]:
+    """The turns the gold answer names that the question does not already give away."""
+    return sorted(named_steps(answer) - named_steps(question))
 
 
 def needle_recall(context: str, needles: Sequence[int]) -> float | None:

@@ -11,6 +11,7 @@ from trajgraph.evaluation.harness import (
     table,
     whole_trajectory,
 )
+from trajgraph.evaluation.metrics import answer_turns, named_steps
 from trajgraph.evaluation.synthetic import generate
 from trajgraph.pipelines.tokens import count_tokens
 
@@ -22,6 +23,29 @@ def test_needle_recall_and_coverage() -> None:
     assert needle_recall(ctx, []) is None  # a count has no needle turns
     assert coverage(ctx, "retries=5") == 1.0
     assert coverage(ctx, "timeout=30") == 0.0
+
+
+def test_answer_turns_are_the_steps_the_answer_names_and_the_question_does_not() -> None:
+    assert answer_turns("Step 15 when examining the existing validation logic", "Which step?") == [
+        15
+    ]
+    assert named_steps("steps 30, 37, and 41; Turn 12; Steps 4-8; Step 1 to Step 2") == {
+        30,
+        37,
+        41,
+        12,
+        4,
+        8,
+        1,
+        2,
+    }
+    # A step the question gives away is no evidence of retrieval.
+    assert answer_turns("Three steps later: step 9", "After the last scroll (Step 6)?") == [9]
+    assert answer_turns("At step 27 it ran grep", "At step 27, what did it run?") == []
+    assert answer_turns("It prints a string ending with quotes", "What happens?") == []
+    assert named_steps("a 12-step plan, 3 steps") == set()  # numbers before "step" are counts
+    ctx = "[turn 15] action: grep\n[turn 29] action: edit"
+    assert needle_recall(ctx, answer_turns("Step 15, then step 40", "Which steps?")) == 0.5
 
 
 def test_baselines_stay_within_budget_and_bm25_finds_the_needle() -> None:
