@@ -81,14 +81,17 @@ def load_episodes(files: list[Path]) -> list[dict[str, Any]]:
     return load([str(f) for f in files])
 
 
-def coverage_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """{method: {capability or "overall": mean coverage}}, every question counted once."""
+def coverage_table(
+    rows: list[dict[str, Any]], metric: str = "coverage"
+) -> dict[str, dict[str, float]]:
+    """{method: {capability or "overall": mean ``metric``}}, every question counted once; a
+    question without a value (no key term, no step in its answer) is left out."""
     acc: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in rows:
-        if r.get("coverage") is None:
+        if r.get(metric) is None:
             continue
         for cap in (str(r.get("type") or "other"), "overall"):
-            acc[(r["method"], cap)].append(float(r["coverage"]))
+            acc[(r["method"], cap)].append(float(r[metric]))
     out: dict[str, dict[str, float]] = defaultdict(dict)
     for (method, cap), values in sorted(acc.items()):
         out[method][cap] = statistics.mean(values)
@@ -148,6 +151,7 @@ def child(data: Path, budget: int, quality: bool, methods: list[str]) -> int:
         out["quality_s"] = time.perf_counter() - t0
         out["questions"] = sum(1 for r in rows if r["method"] == methods[0])
         out["coverage"] = coverage_table(rows)
+        out["answer_turn_recall"] = coverage_table(rows, "answer_turn_recall")
     print(json.dumps(out))
     return 0
 
@@ -229,31 +233,45 @@ def report(results: dict[str, dict[str, Any]], reference: str | None) -> str:
             f"{r['embedded'] / r['wall_s']:9.1f}{model_texts:12d}"
             f"{r['peak_mib']:8.0f} MiB{speed:>9}"
         )
-    quality = {n: r["coverage"] for n, r in results.items() if "coverage" in r}
-    if quality:
-        methods = list(dict.fromkeys(m for q in quality.values() for m in q))
-        caps = sorted({c for q in quality.values() for m in q.values() for c in m} - {"overall"})
-        cols = [*caps, "overall"]
-        for method in methods:
-            lines.append(f"\ncoverage, {method}")
-            lines.append(f"{'embedder':<16}" + "".join(f"{c:>19}" for c in cols))
-            for name, q in quality.items():
-                row = q.get(method, {})
-                lines.append(
-                    f"{name:<16}"
-                    + "".join(f"{row[c]:19.3f}" if c in row else f"{'-':>19}" for c in cols)
-                )
-            against = "local" if "local" in quality else reference
-            base = quality.get(against or "", {}).get(method)
-            for name, q in quality.items():
-                if base is None or name == against or method not in q:
-                    continue
-                worst = min(q[method].get(c, 0.0) - base.get(c, 0.0) for c in cols)
-                lines.append(
-                    f"  {name}: lowest difference to {against} {worst:+.3f} "
-                    f"({'within' if worst >= -0.01 else 'NOT within'} 0.01 on every column)"
-                )
+    for metric in ("coverage", "answer_turn_recall"):
+        lines += _quality_lines(results, metric, reference)
     return "\n".join(lines)
+
+
+def _quality_lines(
+    results: dict[str, dict[str, Any]], metric: str, reference: str | None
+) -> list[str]:
+    """Per method, a row per embedder; for coverage also the goal check (within 0.01 of
+    local MiniLM on every column)."""
+    lines: list[str] = []
+    quality = {n: r[metric] for n, r in results.items() if metric in r}
+    if not quality:
+        return lines
+    methods = list(dict.fromkeys(m for q in quality.values() for m in q))
+    caps = sorted({c for q in quality.values() for m in q.values() for c in m} - {"overall"})
+    cols = [*caps, "overall"]
+    for method in methods:
+        lines.append(f"\n{metric.replace('_', ' ')}, {method}")
+        lines.append(f"{'embedder':<16}" + "".join(f"{c:>19}" for c in cols))
+        for name, q in quality.items():
+            row = q.get(method, {})
+            lines.append(
+                f"{name:<16}"
+                + "".join(f"{row[c]:19.3f}" if c in row else f"{'-':>19}" for c in cols)
+            )
+        if metric != "coverage":
+            continue
+        against = "local" if "local" in quality else reference
+        base = quality.get(against or "", {}).get(method)
+        for name, q in quality.items():
+            if base is None or name == against or method not in q:
+                continue
+            worst = min(q[method].get(c, 0.0) - base.get(c, 0.0) for c in cols)
+            lines.append(
+                f"  {name}: lowest difference to {against} {worst:+.3f} "
+                f"({'within' if worst >= -0.01 else 'NOT within'} 0.01 on every column)"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.embed_ingest import coverage_table, episode_files, load_episodes
+from bench.embed_ingest import coverage_table, episode_files, load_episodes, report
 from bench.write_path import RAW, RAW_ORDER, build_graph_rows, raw_rows, synthetic_trajectory
 from trajgraph.graph.rows import ROW_KINDS
 
@@ -50,6 +50,33 @@ def test_coverage_is_averaged_per_capability_and_overall() -> None:
     table = coverage_table(rows)
     assert table["trajgraph_auto"] == {"causal": 0.5, "overall": 0.5, "recall": 0.5}
     assert table["trajgraph_embedding"] == {"causal": 0.25, "overall": 0.25}
+
+
+def test_the_report_checks_coverage_against_minilm_and_lists_answer_turn_recall() -> None:
+    def result(cov: float, atr: float | None) -> dict[str, Any]:
+        rows = [
+            {
+                "method": "trajgraph_auto",
+                "type": "recall",
+                "coverage": cov,
+                "answer_turn_recall": atr,
+            }
+        ]
+        return {
+            "wall_s": 10.0,
+            "turns": 100,
+            "embedded": 200,
+            "model_texts": 150,
+            "peak_mib": 300.0,
+            "coverage": coverage_table(rows),
+            "answer_turn_recall": coverage_table(rows, "answer_turn_recall"),
+        }
+
+    out = report({"local": result(0.5, 1.0), "static": result(0.48, None)}, "local")
+    assert "static: lowest difference to local -0.020 (NOT within 0.01" in out
+    atr = out.split("answer turn recall, trajgraph_auto")[1]
+    assert "1.000" in atr and "lowest difference" not in atr  # the goal is on coverage
+    assert atr.splitlines()[-1].split() == ["static", "-", "-"]  # no step in its answers
 
 
 def test_the_raw_side_writes_every_row_kind_and_each_identifier_once() -> None:
