@@ -24,11 +24,20 @@ from functools import lru_cache
 _TERM = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:/\-]\d+)*")
 _IDENTIFIER_MARK = re.compile(r"[\d_./:\-]|[a-z][A-Z]")
-_TURN_REF = re.compile(r"turn (\d+)")
-# "Step 15", "turn 3", "steps 30, 37 and 41", "Steps 4-8" (both ends): what an answer cites.
+# A context cites a turn as "[turn 8]" ("return 0" in a log is no citation).
+_TURN_REF = re.compile(r"\bturn (\d+)")
+# What a text cites: "Step 15", "turn 3", "step-7", "Step #5", "steps (20-21)", "steps 30, 37
+# and 41", "Steps 4-8" or "steps 3 through 5" (every step between), "Step 1 to Step 2". A step
+# number has at most 9 digits (a longer one is not a step, and int() of 4,301 would fail).
+_NUM = r"\d{1,9}(?!\d)"
+_SEP = r"\s*(?:,\s*and|,\s*or|,|and|or|&|/|-|–|—|to|through|thru)\s*"
 _STEP_REFS = re.compile(
-    r"\b(?:step|turn)s?\s+(\d+(?:\s*(?:,\s*and|,|and|&|-|–|to)\s*(?:step\s+|turn\s+)?\d+)*)", re.I
+    rf"\b(?:step|turn)s?[\s#(-]*({_NUM}(?:{_SEP}(?:(?:step|turn)s?[\s#]*)?{_NUM})*)", re.I
 )
+_RANGE = re.compile(
+    rf"({_NUM})\s*(?:-|–|—|to|through|thru)\s*(?:(?:step|turn)s?[\s#]*)?({_NUM})", re.I
+)
+MAX_RANGE = 200  # a longer range names its two ends
 
 # Function words: never key terms. (Content words are everything else of 2+ letters.)
 _STOP_WORDS = """
@@ -84,8 +93,15 @@ def coverage(context: str, answer: str, question: str = "") -> float | None:
 
 
 def named_steps(text: str) -> set[int]:
-    """The step (turn) numbers ``text`` names."""
-    return {int(n) for refs in _STEP_REFS.findall(text) for n in re.findall(r"\d+", refs)}
+    """The step (turn) numbers ``text`` names, every step of a range included."""
+    out: set[int] = set()
+    for refs in _STEP_REFS.findall(text):
+        out.update(int(n) for n in re.findall(_NUM, refs))
+        for lo, hi in _RANGE.findall(refs):
+            a, b = sorted((int(lo), int(hi)))
+            if b - a <= MAX_RANGE:
+                out.update(range(a, b + 1))
+    return out
 
 
 def answer_turns(answer: str, question: str) -> list[int]:

@@ -35,16 +35,32 @@ def test_answer_turns_are_the_steps_the_answer_names_and_the_question_does_not()
         41,
         12,
         4,
+        5,
+        6,
+        7,
         8,
         1,
         2,
     }
+    assert named_steps("the step-7 output, Step #9, steps (20-21), steps 3 through 5") == {
+        7,
+        9,
+        20,
+        21,
+        3,
+        4,
+        5,
+    }
+    assert named_steps("steps 2-500") == {2, 500}  # a long range names its ends
+    assert named_steps("step " + "1" * 5000) == set()  # not a step, and no int() overflow
+    # Every step of a range the question names is given away, not only its ends.
+    assert answer_turns("Step 6 and step 7", "What happened in steps 4–8?") == []
     # A step the question gives away is no evidence of retrieval.
     assert answer_turns("Three steps later: step 9", "After the last scroll (Step 6)?") == [9]
     assert answer_turns("At step 27 it ran grep", "At step 27, what did it run?") == []
     assert answer_turns("It prints a string ending with quotes", "What happens?") == []
     assert named_steps("a 12-step plan, 3 steps") == set()  # numbers before "step" are counts
-    ctx = "[turn 15] action: grep\n[turn 29] action: edit"
+    ctx = "[turn 15] action: grep\n[turn 29] action: edit\nreturn 40"  # no citation of 40
     assert needle_recall(ctx, answer_turns("Step 15, then step 40", "Which steps?")) == 0.5
 
 
