@@ -29,6 +29,8 @@ _TURN_REF = re.compile(r"\bturn (\d+)")
 # What a text cites: "Step 15", "turn 3", "step-7", "Step #5", "steps (20-21)", "steps 30, 37
 # and 41", "Steps 4-8" or "steps 3 through 5" (every step between), "Step 1 to Step 2". A step
 # number has at most 9 digits (a longer one is not a step, and int() of 4,301 would fail).
+# Not the retrieval engine's parser (queries/retrieval/anchors.py) on purpose: a score that
+# read answers with the engine's own rules would share the engine's blind spots.
 _NUM = r"\d{1,9}(?!\d)"
 _SEP = r"\s*(?:,\s*and|,\s*or|,|and|or|&|/|-|–|—|to|through|thru)\s*"
 _STEP_REFS = re.compile(
