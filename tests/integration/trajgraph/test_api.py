@@ -228,7 +228,7 @@ def test_limits(api: Api) -> None:
     assert status == 422
     # A chunked body announces no length: refused before it is read. The request goes out in
     # one write: the server answers and may close before the body arrives, and http.client's
-    # separate chunk writes then met a closed socket (a BrokenPipe in one CI run of ten).
+    # separate chunk writes then met a closed socket (a BrokenPipe, seen once in CI).
     host, port = api.url.removeprefix("http://").split(":")
     body = b'{"question": "q"}'
     with socket.create_connection((host, int(port)), timeout=10) as sock:
