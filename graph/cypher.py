@@ -115,6 +115,7 @@ MATCH (e:EmbeddingSpace {name: 'nodes'}) WHERE e.model = $model
 UNWIND $rows AS row
 MATCH (n:Turn {uid: row.uid})
 CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+SET n.embedded_with = $model
 RETURN count(*) AS written
 """
 
@@ -123,17 +124,20 @@ MATCH (e:EmbeddingSpace {name: 'nodes'}) WHERE e.model = $model
 UNWIND $rows AS row
 MATCH (n:State {uid: row.uid})
 CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+SET n.embedded_with = $model
 RETURN count(*) AS written
 """
 
-# Vectors of another size than the space's: left by an interrupted or lost move, or by an
-# ingest of the old model that was already running when the move began.
-WRONG_SIZE_VECTORS = """
+# Vectors the space's model did not make (another size, another model's stamp, or none:
+# written before vectors were stamped): left by an interrupted or lost move, or by an ingest
+# of the old model that was already running when the move began.
+STALE_VECTORS = """
 CALL () {
-  MATCH (n:Turn) WHERE n.embedding IS NOT NULL AND size(n.embedding) <> $dim RETURN n
+  MATCH (n:Turn) WHERE n.embedding IS NOT NULL RETURN n
   UNION ALL
-  MATCH (n:State) WHERE n.embedding IS NOT NULL AND size(n.embedding) <> $dim RETURN n
+  MATCH (n:State) WHERE n.embedding IS NOT NULL RETURN n
 }
+WITH n WHERE size(n.embedding) <> $dim OR coalesce(n.embedded_with, '') <> $model
 RETURN count(n) AS n
 """
 
@@ -647,16 +651,18 @@ ORDER BY tenant, id
 """
 
 # Vectors already in the graph for nodes whose embedded text is unchanged: a rewrite of a
-# changed trajectory (every streamed turn causes one) re-embeds only what is new.
+# changed trajectory (every streamed turn causes one) re-embeds only what is new. Only
+# vectors this model made are kept.
 EXISTING_EMBEDDINGS = """
 UNWIND $rows AS row
 CALL (row) {
   MATCH (n:State {uid: row.uid})
-  WHERE n.text = row.text AND n.embedding IS NOT NULL
+  WHERE n.text = row.text AND n.embedding IS NOT NULL AND n.embedded_with = $model
   RETURN n
   UNION
   MATCH (n:Turn {uid: row.uid})
-  WHERE n.action = row.action AND n.observation = row.observation AND n.embedding IS NOT NULL
+  WHERE n.action = row.action AND n.observation = row.observation
+    AND n.embedding IS NOT NULL AND n.embedded_with = $model
   RETURN n
 }
 RETURN n.uid AS uid, n.embedding AS embedding

@@ -349,14 +349,16 @@ class EmbedRowsFn(beam.DoFn):
         self._settings = embedder
         self._driver: Any = None
         self._embedder: Any = None
+        self._model = ""
 
     def setup(self) -> None:
         from trajgraph.graph.connection import open_driver
         from trajgraph.graph.embed_cache import cached_embedder
-        from trajgraph.graph.embedders import get_embedder
+        from trajgraph.graph.embedders import embedder_name, get_embedder
 
         self._driver = open_driver(self._neo)
         self._embedder = cached_embedder(get_embedder(self._settings), self._settings)
+        self._model = embedder_name(self._settings)
 
     def process(self, rows: GraphRows) -> Iterator[GraphRows]:
         from trajgraph.graph import cypher
@@ -403,6 +405,12 @@ class EmbedRowsFn(beam.DoFn):
             self._report_cache()
             yield rows
             return
+        # Each vector names the model that made it: a vector another model wrote behind a
+        # `trajgraph reembed` (an old ingest still running) is found by the next one.
+        for kind in ("states", "turns"):
+            for row in rows.rows[kind]:
+                if "embedding" in row:
+                    row["props"]["embedded_with"] = self._model
         _count("embedded", len(targets))
         self._report_cache()
         yield rows
@@ -428,7 +436,10 @@ class EmbedRowsFn(beam.DoFn):
         ]
         with graph_errors("reading stored embeddings"):
             records = self._driver.execute_query(
-                cypher.EXISTING_EMBEDDINGS, rows=probe, database_=self._neo.database
+                cypher.EXISTING_EMBEDDINGS,
+                rows=probe,
+                model=self._model,
+                database_=self._neo.database,
             ).records
         return {r["uid"]: list(r["embedding"]) for r in records}
 

@@ -12,9 +12,11 @@ stops), with a ``migrating_from`` mark;
 the vector indexes are dropped if the size changes; every node that holds a vector is
 re-embedded, in pages by uid; then the indexes are created and the mark removed. Stopped half
 way, the command is run again: the mark says the move is unfinished, and it starts over
-(each page is idempotent). An ingest of the old model already running when the move starts
-may still write old vectors: run it between ingests. Old vectors of another size are found
-and replaced by the next run; of the same size they cannot be told apart.
+(each page is idempotent). Every vector names the model that made it (``embedded_with``,
+set by ingest and by this command), so a vector another model wrote behind the move's back
+(an ingest of the old model already running when the move began) is found, of any size: the
+move keeps its mark, and the next run replaces it. Vectors written before stamps existed
+count as another model's once, and are made again.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def reembed(
     if (
         space == (embedder.name, dim)
         and unfinished is None
-        and not _wrong_size(driver, database, dim)
+        and not _stale(driver, database, embedder.name, dim)
     ):
         return Reembedded(space[0], embedder.name, dim)
     # Moving back to where an unfinished move started: the vectors to replace are space[0]'s.
@@ -113,10 +115,10 @@ def reembed(
         lambda n: say(f"  {n} states"),
     )
     ensure_embedding_space(driver, database, embedder.name, dim)
-    left = _wrong_size(driver, database, dim)
+    left = _stale(driver, database, embedder.name, dim)
     if left:  # the mark stays: the next run finds these and finishes the move
         raise GraphError(
-            f"{left} vectors of another size were written while the graph moved to "
+            f"{left} vectors of another model were written while the graph moved to "
             f"{embedder.name} (an ingest of the old embedder still running?): run "
             "`trajgraph reembed` again when it has ended"
         )
@@ -126,10 +128,12 @@ def reembed(
     return done
 
 
-def _wrong_size(driver: neo4j.Driver, database: str, dim: int) -> int:
-    with graph_errors("checking vector sizes"):
+def _stale(driver: neo4j.Driver, database: str, model: str, dim: int) -> int:
+    """Vectors ``model`` did not make: another size, another model's stamp or none."""
+    with graph_errors("checking which model made the vectors"):
         rec = driver.execute_query(
-            cypher.WRONG_SIZE_VECTORS,
+            cypher.STALE_VECTORS,
+            model=model,
             dim=dim,
             database_=database,
             routing_=neo4j.RoutingControl.READ,

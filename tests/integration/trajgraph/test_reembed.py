@@ -40,6 +40,17 @@ def _vectors(p: Private) -> dict[str, Any]:
     return dict(record)
 
 
+def _stamps(p: Private) -> set[str | None]:
+    """The models the vectors name (``embedded_with``)."""
+    records = p.driver.execute_query(
+        "MATCH (n {tenant: $t}) WHERE (n:State OR n:Turn) AND n.embedding IS NOT NULL "
+        "RETURN DISTINCT n.embedded_with AS m",
+        t=TENANT,
+        database_=p.db,
+    ).records
+    return {r["m"] for r in records}
+
+
 def _index_dims(p: Private) -> set[int]:
     records = p.driver.execute_query(
         cypher.VECTOR_INDEX_DIMENSIONS, names=list(cypher.VECTOR_INDEXES), database_=p.db
@@ -73,6 +84,7 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
     assert ingested(retries_log("r1"), tenant=TENANT, settings=hashed).summary.ingested == 1
     before = _vectors(p)
     assert before["n"] == before["embedded"] > 4 and before["lo"] == before["hi"] == 64
+    assert _stamps(p) == {"hash-64"}  # every vector names the model that made it
 
     static = _with(p.settings, "static", None)
     with pytest.raises(ConfigError, match="trajgraph reembed"):
@@ -85,6 +97,7 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
     assert reembed.migrating_from(p.driver, p.db) is None
     after = _vectors(p)
     assert after["n"] == after["embedded"] == before["n"] and after["lo"] == after["hi"] == emb.dim
+    assert _stamps(p) == {emb.name}
     assert _index_dims(p) == {emb.dim}
     turn = p.driver.execute_query(
         "MATCH (t:Turn {tenant: $t, idx: 1}) RETURN t.action AS action, "
@@ -136,6 +149,18 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
     again = reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3)
     assert again.moved and again.turns == 8
     assert _vectors(p)["lo"] == 64
+
+    # Of the same size too: the vector names another model (or none, as before stamps).
+    for stamp in ("static:an-older-recipe", None):
+        p.driver.execute_query(
+            "MATCH (t:Turn {tenant: $t, idx: 0}) WITH t LIMIT 1 SET t.embedded_with = $m",
+            t=TENANT,
+            m=stamp,
+            database_=p.db,
+        )
+        assert reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3).moved
+        assert _stamps(p) == {"hash-64"}
+    assert not reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3).moved
 
     # Two moves at once: the one whose space was taken by the other stops instead of
     # writing vectors the graph no longer accepts.
