@@ -380,21 +380,32 @@ RETURN t.id AS id, count(u) AS turns ORDER BY id
 
 # -- retrieval engine (read side; analysts' queries are queries/*.cypher) ----------------------
 
-# Over-fetch then filter by tenant: Neo4j 5 vector search cannot pre-filter.
+# Over-fetch then filter by tenant: Neo4j 5 vector search cannot pre-filter. Retrieval reads
+# only vectors of the space's model ($model): one another model wrote (an ingest of the old
+# model still running during a reembed) waits for the next reembed instead of being compared.
+# A vector from before the stamp (no embedded_with) passed the space check: it counts.
 VECTOR_TOP_K = """
 CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node, score
-WHERE node.tenant = $tenant
+WHERE node.tenant = $tenant AND coalesce(node.embedded_with, $model) = $model
 RETURN node.uid AS uid, score
 ORDER BY score DESC
 LIMIT $k
 """
 
-# Inside one trajectory an exact scan is cheap and never misses what the ANN index would.
+# Inside one trajectory an exact scan is cheap and never misses what the ANN index would. It
+# reads the space's vectors only, as above, and of the question's size: a cosine across sizes
+# fails the whole query (the vector index leaves such vectors out by itself).
 TRAJECTORY_SIMILARITY = """
 CALL () {
-  MATCH (n:State {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+  MATCH (n:State {trajectory_uid: $tuid})
+  WHERE size(n.embedding) = size($vector)
+    AND coalesce(n.embedded_with, $model) = $model
+  RETURN n
   UNION ALL
-  MATCH (n:Turn {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+  MATCH (n:Turn {trajectory_uid: $tuid})
+  WHERE size(n.embedding) = size($vector)
+    AND coalesce(n.embedded_with, $model) = $model
+  RETURN n
 }
 WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
 ORDER BY score DESC
@@ -409,9 +420,15 @@ TRAJECTORY_SEEDS_AND_TURNS = """
 MATCH (tr:Trajectory {uid: $tuid})
 CALL (tr) {
   CALL () {
-    MATCH (n:State {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+    MATCH (n:State {trajectory_uid: $tuid})
+    WHERE size(n.embedding) = size($vector)
+      AND coalesce(n.embedded_with, $model) = $model
+    RETURN n
     UNION ALL
-    MATCH (n:Turn {trajectory_uid: $tuid}) WHERE n.embedding IS NOT NULL RETURN n
+    MATCH (n:Turn {trajectory_uid: $tuid})
+    WHERE size(n.embedding) = size($vector)
+      AND coalesce(n.embedded_with, $model) = $model
+    RETURN n
   }
   WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
   ORDER BY score DESC

@@ -425,6 +425,7 @@ class _Run:
                 cypher.TRAJECTORY_SEEDS_AND_TURNS,
                 tuid=scope["tuid"],
                 vector=vector,
+                model=self._embedder.name,
                 k=k,
                 known=self._engine.cached_version(scope["tuid"]),
             )
@@ -434,7 +435,13 @@ class _Run:
             self._similar = {int(idx): float(score) for idx, score in got[0]["turns"]}
             index = self._turn_index(scope, got[0])
         elif scope["tuid"]:
-            rows = self._read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], vector=vector, k=k)
+            rows = self._read(
+                cypher.TRAJECTORY_SIMILARITY,
+                tuid=scope["tuid"],
+                vector=vector,
+                model=self._embedder.name,
+                k=k,
+            )
         else:
             rows = []
             for vector_index in cypher.VECTOR_INDEXES:
@@ -447,6 +454,7 @@ class _Run:
                         index=vector_index,
                         fetch=fetch,
                         vector=vector,
+                        model=self._embedder.name,
                         tenant=scope["tenant"],
                         k=k,
                     )

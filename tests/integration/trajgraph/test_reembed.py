@@ -21,6 +21,7 @@ from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import Settings
 
 TENANT = "reembed"
+QUESTION = "Which test failed with an AssertionError?"
 
 
 def _with(settings: Settings, kind: str, dim: int | None) -> Settings:
@@ -114,7 +115,7 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
     assert "nothing to do" in capsys.readouterr().out
     engine = Retriever(p.driver, database=p.db, embedder=emb)
     r = engine.retrieve(
-        "Which test failed with an AssertionError?",
+        QUESTION,
         tenant=TENANT,
         trajectory="r1",
         mode="embedding",
@@ -146,18 +147,38 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
         v=[1.0] * 16,
         database_=p.db,
     )
+    # Until then retrieval reads only the space's own vectors: a cosine across sizes would
+    # fail the query.
+    reader = Retriever(p.driver, database=p.db, embedder=HashEmbedder(64))
+    for mode in ("embedding", "auto"):
+        for trajectory in ("r1", None):
+            r = reader.retrieve(
+                QUESTION, tenant=TENANT, trajectory=trajectory, mode=mode, budget_tokens=400
+            )
+            assert r.items
     again = reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3)
     assert again.moved and again.turns == 8
     assert _vectors(p)["lo"] == 64
 
     # Of the same size too: the vector names another model (or none, as before stamps).
+    # Retrieval skips the other model's vector, even one that is the question's own, and
+    # reads an unstamped one (the space check vouched for it).
+    question_vector = HashEmbedder(64).embed([QUESTION])[0]
     for stamp in ("static:an-older-recipe", None):
         p.driver.execute_query(
-            "MATCH (t:Turn {tenant: $t, idx: 0}) WITH t LIMIT 1 SET t.embedded_with = $m",
+            "MATCH (t:Turn {tenant: $t, idx: 0}) WITH t LIMIT 1 SET t.embedded_with = $m "
+            "WITH t CALL db.create.setNodeVectorProperty(t, 'embedding', $v)",
             t=TENANT,
             m=stamp,
+            v=question_vector,
             database_=p.db,
         )
+        for trajectory in ("r1", None):
+            r = reader.retrieve(
+                QUESTION, tenant=TENANT, trajectory=trajectory, mode="embedding", k=3
+            )
+            exact = [e for e in r.items if e.source == "seed" and "similarity 1.00" in e.why]
+            assert [e.turn for e in exact] == ([] if stamp else [0]), (stamp, trajectory)
         assert reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3).moved
         assert _stamps(p) == {"hash-64"}
     assert not reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3).moved
