@@ -27,18 +27,23 @@ _IDENTIFIER_MARK = re.compile(r"[\d_./:\-]|[a-z][A-Z]")
 # A context cites a turn as "[turn 8]" ("return 0" in a log is no citation).
 _TURN_REF = re.compile(r"\bturn (\d+)")
 # What a text cites: "Step 15", "turn 3", "step-7", "Step #5", "steps (20-21)", "steps 30, 37
-# and 41", "Steps 4-8" or "steps 3 through 5" (every step between), "Step 1 to Step 2". A step
-# number has at most 9 digits (a longer one is not a step, and int() of 4,301 would fail).
-# Not the retrieval engine's parser (queries/retrieval/anchors.py) on purpose: a score that
-# read answers with the engine's own rules would share the engine's blind spots.
+# and 41", "Steps 4-8" or "steps 3 through 5" (every step between), "Step 1 to Step 2". After
+# a singular "step" a list goes on only where the word comes again ("step 6 and step 7"): in
+# "at step 5, 3 files changed" the 3 is no step. A step number has at most 9 digits (a longer
+# one is not a step, and int() of 4,301 would fail). Not the retrieval engine's parser
+# (queries/retrieval/anchors.py) on purpose: a score that read answers with the engine's own
+# rules would share the engine's blind spots.
 _NUM = r"\d{1,9}(?!\d)"
 _SEP = r"\s*(?:,\s*and|,\s*or|,|and|or|&|/|-|–|—|to|through|thru)\s*"
+_RANGE_SEP = r"\s*(?:-|–|—|to|through|thru)\s*"
+_WORD = r"(?:step|turn)s?[\s#]*"
+_ONE = r"(?:step|turn)(?!s)[\s#]*"  # "turns 2 and 4" after it starts a list of its own
 _STEP_REFS = re.compile(
-    rf"\b(?:step|turn)s?[\s#(-]*({_NUM}(?:{_SEP}(?:(?:step|turn)s?[\s#]*)?{_NUM})*)", re.I
+    rf"\b(?:(?:step|turn)s[\s#(-]*({_NUM}(?:{_SEP}(?:{_WORD})?{_NUM})*)"
+    rf"|(?:step|turn)[\s#(-]*({_NUM}(?:(?:{_RANGE_SEP}(?:{_WORD})?|{_SEP}{_ONE}){_NUM})*))",
+    re.I,
 )
-_RANGE = re.compile(
-    rf"({_NUM})\s*(?:-|–|—|to|through|thru)\s*(?:(?:step|turn)s?[\s#]*)?({_NUM})", re.I
-)
+_RANGE = re.compile(rf"({_NUM}){_RANGE_SEP}(?:{_WORD})?({_NUM})", re.I)
 MAX_RANGE = 200  # a longer range names its two ends
 
 # Function words: never key terms. (Content words are everything else of 2+ letters.)
@@ -97,7 +102,8 @@ def coverage(context: str, answer: str, question: str = "") -> float | None:
 def named_steps(text: str) -> set[int]:
     """The step (turn) numbers ``text`` names, every step of a range included."""
     out: set[int] = set()
-    for refs in _STEP_REFS.findall(text):
+    for plural, singular in _STEP_REFS.findall(text):
+        refs = plural or singular
         out.update(int(n) for n in re.findall(_NUM, refs))
         for lo, hi in _RANGE.findall(refs):
             a, b = sorted((int(lo), int(hi)))

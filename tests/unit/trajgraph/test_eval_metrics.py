@@ -60,6 +60,10 @@ def test_answer_turns_are_the_steps_the_answer_names_and_the_question_does_not()
     assert answer_turns("At step 27 it ran grep", "At step 27, what did it run?") == []
     assert answer_turns("It prints a string ending with quotes", "What happens?") == []
     assert named_steps("a 12-step plan, 3 steps") == set()  # numbers before "step" are counts
+    # After a singular "step" a list goes on only where the word comes again.
+    assert named_steps("at step 5, 3 files changed and 2 tests ran") == {5}
+    assert named_steps("step 5 and 6 more, step 8 to 10") == {5, 8, 9, 10}
+    assert named_steps("step 6 and step 7, turns 2 and 4") == {6, 7, 2, 4}
     ctx = "[turn 15] action: grep\n[turn 29] action: edit\nreturn 40"  # no citation of 40
     assert needle_recall(ctx, answer_turns("Step 15, then step 40", "Which steps?")) == 0.5
 
