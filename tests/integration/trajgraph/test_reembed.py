@@ -139,10 +139,11 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
     assert _index_dims(p) == {64}
 
     # A vector of another size written behind the move's back (an ingest of the old model
-    # that was already running) is found by the next run, not reported as "nothing to do".
+    # that was already running, which stamps its own model) is found by the next run, not
+    # reported as "nothing to do".
     p.driver.execute_query(
-        "MATCH (t:Turn {tenant: $t, idx: 0}) WITH t LIMIT 1 "
-        "CALL db.create.setNodeVectorProperty(t, 'embedding', $v)",
+        "MATCH (t:Turn {tenant: $t, idx: 0}) WITH t LIMIT 1 SET t.embedded_with = 'hash-16' "
+        "WITH t CALL db.create.setNodeVectorProperty(t, 'embedding', $v)",
         t=TENANT,
         v=[1.0] * 16,
         database_=p.db,
