@@ -419,15 +419,15 @@ class _Run:
         """The top-k similar states and turns; with ``whole`` (a trajectory read as a whole)
         also every turn's similarity, kept for ranking lines, and the trajectory's turns."""
         vector = self._embedder.embed([question])[0]
+        # $model: only vectors the space's model made are compared (graph/cypher.py).
+        near = {"vector": vector, "model": self._embedder.name, "k": k}
         index = None
         if scope["tuid"] and whole:
             got = self._read(
                 cypher.TRAJECTORY_SEEDS_AND_TURNS,
                 tuid=scope["tuid"],
-                vector=vector,
-                model=self._embedder.name,
-                k=k,
                 known=self._engine.cached_version(scope["tuid"]),
+                **near,
             )
             if not got:
                 raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
@@ -435,13 +435,7 @@ class _Run:
             self._similar = {int(idx): float(score) for idx, score in got[0]["turns"]}
             index = self._turn_index(scope, got[0])
         elif scope["tuid"]:
-            rows = self._read(
-                cypher.TRAJECTORY_SIMILARITY,
-                tuid=scope["tuid"],
-                vector=vector,
-                model=self._embedder.name,
-                k=k,
-            )
+            rows = self._read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], **near)
         else:
             rows = []
             for vector_index in cypher.VECTOR_INDEXES:
@@ -453,10 +447,8 @@ class _Run:
                         cypher.VECTOR_TOP_K,
                         index=vector_index,
                         fetch=fetch,
-                        vector=vector,
-                        model=self._embedder.name,
                         tenant=scope["tenant"],
-                        k=k,
+                        **near,
                     )
                     if len(got) >= k or fetch >= VECTOR_FETCH_MAX:
                         break
