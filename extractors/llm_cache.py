@@ -29,6 +29,7 @@ class ExtractionCache(SqliteStore[Any]):
     column = "value"
     column_type = "TEXT"
     what = "the LLM cache"
+    setting = "TRAJGRAPH_LLM_CACHE"
 
     def encode(self, value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)

@@ -38,11 +38,14 @@ class VectorCache(SqliteStore[np.ndarray]):
     column = "vector"
     column_type = "BLOB"
     what = "the embedding cache"
+    setting = "TRAJGRAPH_EMBED_CACHE"
 
     def encode(self, value: np.ndarray) -> bytes:
         return np.asarray(value, dtype=np.float32).tobytes()
 
     def decode(self, stored: bytes) -> np.ndarray:
+        if not isinstance(stored, bytes) or len(stored) % 4:
+            return np.empty(0, dtype=np.float32)  # not a vector: a miss (see usable)
         return np.frombuffer(stored, dtype=np.float32)
 
 
@@ -54,10 +57,17 @@ class CachedEmbedder:
     """
 
     def __init__(
-        self, inner: Embedder, disk: VectorCache | None, memory_entries: int = MEMORY_ENTRIES
+        self,
+        inner: Embedder,
+        disk: VectorCache | None,
+        memory_entries: int = MEMORY_ENTRIES,
+        space: str | None = None,
     ) -> None:
         self.inner = inner
         self.name = inner.name
+        # What a vector is keyed by besides its text: the embedder's name, and more where the
+        # name leaves out something that changes the vectors (cached_embedder).
+        self._space = space or inner.name
         self._disk = disk
         self._memory: OrderedDict[str, np.ndarray] = OrderedDict()
         self._limit = memory_entries
@@ -76,7 +86,7 @@ class CachedEmbedder:
     def embed_vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
         if not texts:
             return []
-        keys = [text_key(self.name, t) for t in texts]
+        keys = [text_key(self._space, t) for t in texts]
         found: dict[str, np.ndarray] = {}
         with self._lock:
             for k in keys:
@@ -86,6 +96,9 @@ class CachedEmbedder:
                     found[k] = v
         wanted = {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
         from_disk = self._disk.get_many(wanted) if self._disk is not None and wanted else {}
+        # A damaged entry, or one of another size, is embedded again (and replaced), never
+        # written to the graph.
+        from_disk = {k: v for k, v in from_disk.items() if self._usable(v)}
         found.update(from_disk)
         todo = [(k, t) for k, t in wanted.items() if k not in from_disk]
         fresh: dict[str, np.ndarray] = {}
@@ -106,6 +119,10 @@ class CachedEmbedder:
             while len(self._memory) > self._limit:
                 self._memory.popitem(last=False)
         return [found[k] for k in keys]
+
+    def _usable(self, v: np.ndarray) -> bool:
+        dim = self.inner.dim  # 0: a remote model's size not learnt yet
+        return v.size > 0 and (not dim or v.size == dim) and bool(np.isfinite(v).all())
 
     def drain_stats(self) -> dict[str, int]:
         with self._lock:
@@ -133,4 +150,7 @@ def cached_embedder(inner: Embedder, settings: EmbedderSettings) -> CachedEmbedd
     if settings.cache_path is None:
         return inner
     disk = VectorCache(settings.cache_path) if settings.kind in DISK_CACHED_KINDS else None
-    return CachedEmbedder(inner, disk)
+    # An OpenAI model's name does not say the `dimensions` it was asked for: the key does.
+    openai_dim = settings.kind == "openai" and settings.dim
+    space = f"{inner.name}|dimensions={settings.dim}" if openai_dim else None
+    return CachedEmbedder(inner, disk, space=space)

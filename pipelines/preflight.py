@@ -67,6 +67,10 @@ def check_graph(
         if embedder is not None:
             emb = get_embedder(embedder)
             try:
+                if embedder.kind == "static":
+                    # Its table loads on first use: a damaged or unwritable one is this run's
+                    # error now, not a warning per trajectory written without vectors.
+                    emb.embed(["preflight"])
                 ensure_embedding_space(driver, neo.database, emb.name, dimension(emb))
             finally:
                 emb.close()

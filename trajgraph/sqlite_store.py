@@ -27,6 +27,7 @@ class SqliteStore(Generic[V]):
     column: ClassVar[str]
     column_type: ClassVar[str]  # BLOB or TEXT
     what: ClassVar[str]  # for errors: "the LLM cache"
+    setting: ClassVar[str]  # its environment variable: "TRAJGRAPH_LLM_CACHE"
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -41,9 +42,18 @@ class SqliteStore(Generic[V]):
                 f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY,"
                 f" {self.column} {self.column_type} NOT NULL, created REAL NOT NULL)"
             )
+            # A table of that name with other columns: another program's file, or an old one.
+            self._db.execute(f"SELECT key, {self.column}, created FROM {self.table} LIMIT 0")
         except (OSError, sqlite3.Error) as e:
             raise ConfigError(f"cannot open {self.what} {path}: {e}") from e
         self._lock = threading.Lock()
+
+    def _failed(self, e: sqlite3.Error) -> ConfigError:
+        # A file damaged (or made read-only) after it was opened: say which, and what to do.
+        return ConfigError(
+            f"{self.what} {self.path} failed: {e} (delete the file to start an empty one, "
+            f"or set {self.setting}=off)"
+        )
 
     def encode(self, value: V) -> bytes | str:
         raise NotImplementedError
@@ -58,9 +68,13 @@ class SqliteStore(Generic[V]):
             for i in range(0, len(wanted), BATCH):
                 chunk = wanted[i : i + BATCH]
                 marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, {self.column} FROM {self.table} WHERE key IN ({marks})", chunk
-                ).fetchall()
+                try:
+                    rows = self._db.execute(
+                        f"SELECT key, {self.column} FROM {self.table} WHERE key IN ({marks})",
+                        chunk,
+                    ).fetchall()
+                except sqlite3.Error as e:
+                    raise self._failed(e) from e
                 found.update((k, self.decode(v)) for k, v in rows)
         return found
 
@@ -70,7 +84,10 @@ class SqliteStore(Generic[V]):
         now = time.time()
         rows = [(k, self.encode(v), now) for k, v in items.items()]
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise self._failed(e) from e
             try:
                 self._db.executemany(
                     f"INSERT OR REPLACE INTO {self.table} (key, {self.column}, created)"
@@ -78,8 +95,11 @@ class SqliteStore(Generic[V]):
                     rows,
                 )
                 self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
+            except BaseException as e:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise self._failed(e) from e
                 raise
 
     def __len__(self) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 import neo4j
 from neo4j.exceptions import Neo4jError
 
-from trajgraph.errors import ConfigError, NotFoundError
+from trajgraph.errors import ConfigError, GraphError, NotFoundError
 from trajgraph.graph import cypher, ids
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
@@ -104,6 +105,11 @@ class Retrieval:
         return asdict(self)
 
 
+# A long-running server notices that `trajgraph reembed` moved the graph to another model
+# (its vectors then compare with none of the graph's) this soon: one small read per period.
+SPACE_RECHECK_S = 30.0
+
+
 class Retriever:
     """One engine per process, safe to share between threads: holds the driver, the embedder
     and (optionally) an LLM client. Each ``retrieve`` runs in its own session."""
@@ -123,6 +129,7 @@ class Retriever:
         self.llm = llm
         self.query_timeout_s = query_timeout_s
         self._space_ok = False
+        self._space_checked = 0.0  # time.monotonic() of the last check
         # Trajectories' turns cut into scored lines, by trajectory uid, with the content hash
         # they were built from: a question about the same trajectory version reuses them.
         self._turns: OrderedDict[str, tuple[str, TurnIndex]] = OrderedDict()
@@ -142,24 +149,35 @@ class Retriever:
         cypher_query: str | None = None,
     ) -> Retrieval:
         _check(question, mode, k, depth, budget_tokens)
-        if not self._space_ok:
+        if not self._space_ok or time.monotonic() - self._space_checked > SPACE_RECHECK_S:
             self._check_space()
-        with (
-            graph_errors("retrieval query"),
-            self.driver.session(
-                database=self.database, default_access_mode=neo4j.READ_ACCESS
-            ) as session,
-        ):
-            return _Run(self, session).go(
-                question, tenant, trajectory, budget_tokens, mode, k, depth, code, cypher_query
-            )
+        try:
+            with (
+                graph_errors("retrieval query"),
+                self.driver.session(
+                    database=self.database, default_access_mode=neo4j.READ_ACCESS
+                ) as session,
+            ):
+                return _Run(self, session).go(
+                    question, tenant, trajectory, budget_tokens, mode, k, depth, code, cypher_query
+                )
+        except GraphError as e:
+            # A `trajgraph reembed` to another size since the last check fails the vector
+            # query: say that (the mismatch), not that the graph failed.
+            if self._space_ok:
+                try:
+                    self._check_space()
+                except GraphError:
+                    raise e from None  # Neo4j is down: the first error says so
+            raise
 
     def _check_space(self) -> None:
         space = embedding_space(self.driver, self.database)
         mine = (self.embedder.name, dimension(self.embedder))
+        self._space_checked = time.monotonic()
+        self._space_ok = space is not None and space == mine
         if space is not None and space != mine:
             raise space_mismatch(space, mine)
-        self._space_ok = space is not None
 
     def close(self) -> None:
         """Release the embedder and the LLM client (the driver belongs to the caller)."""

@@ -9,8 +9,8 @@ text), so no log is read again.
 The order keeps the graph honest at every step: the recorded space moves to the new model
 first (from then on no ingest of the old one starts, and a concurrent reembed to another model
 stops), with a ``migrating_from`` mark;
-the vector indexes are dropped if the size changes; every node that holds a vector is
-re-embedded, in pages by uid; then the indexes are created and the mark removed. Stopped half
+the vector indexes are dropped if the size changes and created for the new one; every node
+that holds a vector is re-embedded, in pages by uid; then the mark is removed. Stopped half
 way, the command is run again: the mark says the move is unfinished, and it starts over
 (each page is idempotent). Every vector names the model that made it (``embedded_with``,
 set by ingest and by this command), so a vector another model wrote behind the move's back
@@ -93,6 +93,10 @@ def reembed(
         driver.execute_query(
             cypher.MOVE_EMBEDDING_SPACE, model=embedder.name, dim=dim, database_=database
         )
+        # At once, not at the end: retrieval with the new model searches the vectors made so
+        # far instead of failing on a missing index for the whole move.
+        for statement in cypher.CREATE_VECTOR_INDEX.values():
+            driver.execute_query(statement, dim=dim, database_=database)
     done = Reembedded(previous, embedder.name, dim, moved=True)
     done.turns = _pages(
         driver,

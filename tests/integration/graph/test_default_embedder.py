@@ -3,6 +3,8 @@ works on its vectors; another embedder on the same database is refused, not mixe
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +88,27 @@ def test_another_embedder_on_this_database_is_a_clear_error(
     with pytest.raises(ConfigError) as e:
         ingested(GAME, tenant=tenant + "-x", args=("--embedder", other))
     assert claimed in str(e.value) and "TRAJGRAPH_EMBEDDER" in str(e.value)
+
+
+def test_a_damaged_static_table_stops_the_ingest_before_it_writes(
+    driver: Any, neo4j_settings: Settings, tenant: str, ingested: Ingest, tmp_path: Path
+) -> None:
+    """Found by a hostile test: the table loads on the first embedding, inside the pipeline,
+    where a damaged one became a warning per trajectory and every trajectory was written
+    without vectors (exit 3), night after night. Now the run stops first, saying what to do."""
+    from trajgraph.graph import static_embedder as se
+
+    digest = se.model_hash(se.model_dir(), tmp_path)
+    se.table_path(tmp_path, digest, 16).write_bytes(b"")  # a disk that filled up
+    damaged = dataclasses.replace(
+        neo4j_settings,
+        embedder=dataclasses.replace(
+            neo4j_settings.embedder, kind="static", dim=16, static_dir=tmp_path
+        ),
+    )
+    with pytest.raises(ConfigError, match="delete it to derive it again"):
+        ingested(GAME, tenant=tenant, settings=damaged, args=("--extractor", "heuristic"))
+    written = driver.execute_query(
+        "MATCH (t:Trajectory {tenant: $t}) RETURN count(t) AS n", t=tenant
+    ).records[0]["n"]
+    assert written == 0

@@ -196,3 +196,45 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
     with pytest.raises(ConfigError, match="moved away"):
         reembed.reembed(p.driver, p.db, _Overtaken(HashEmbedder(48), 99), page=3)
     assert _vectors(p)["lo"] == 64  # nothing of the lost move was written
+
+
+@pytest.mark.timeout(600)
+def test_retrieval_during_and_after_a_move_answers_or_names_the_mismatch(
+    private_neo4j: Private, ingested: Ingest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a hostile test: while a move to another size ran, search across trajectories
+    with the new model failed (no vector index until the end: a 503 from the API), and a
+    server still running with the old model got a 503 on every such search, or, after a
+    move of the same size, silently no similarity at all, until it was restarted."""
+    p = private_neo4j
+    hashed = _with(p.settings, "hash", 64)
+    assert ingested(retries_log("r1"), tenant=TENANT, settings=hashed).summary.ingested == 1
+    old = Retriever(p.driver, database=p.db, embedder=HashEmbedder(64))
+    assert old.retrieve(QUESTION, tenant=TENANT, mode="embedding").items
+
+    with pytest.raises(RuntimeError, match="killed"):
+        reembed.reembed(p.driver, p.db, _StopsAfter(HashEmbedder(32), 1), page=3)
+    assert reembed.migrating_from(p.driver, p.db) == "hash-64"
+    new = Retriever(p.driver, database=p.db, embedder=HashEmbedder(32))
+    during = new.retrieve(QUESTION, tenant=TENANT, mode="embedding", k=20)
+    assert 0 < len([e for e in during.items if e.source == "seed"]) <= 3  # the first page
+    with pytest.raises(ConfigError, match="trajgraph reembed"):
+        old.retrieve(QUESTION, tenant=TENANT, mode="embedding")
+
+    assert reembed.reembed(p.driver, p.db, HashEmbedder(32), page=3).moved
+    assert new.retrieve(QUESTION, tenant=TENANT, trajectory="r1", mode="embedding").items
+    # A move of the same size fails no query: the server notices it by checking again.
+    from trajgraph.queries.retrieval import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "SPACE_RECHECK_S", 0.0)
+    assert reembed.reembed(p.driver, p.db, _Renamed(HashEmbedder(32)), page=3).moved
+    with pytest.raises(ConfigError, match="trajgraph reembed"):
+        new.retrieve(QUESTION, tenant=TENANT, trajectory="r1", mode="embedding")
+
+
+class _Renamed(_StopsAfter):
+    """The same vectors under another model's name: a move that keeps the size."""
+
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner, 10**6)
+        self.name = "hash-32-renamed"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from trajgraph.errors import ConfigError
 from trajgraph.graph.embed_cache import CachedEmbedder, VectorCache, cached_embedder, text_key
 from trajgraph.graph.embedders import HashEmbedder
 from trajgraph.settings import EmbedderSettings, load
@@ -98,3 +102,71 @@ def test_which_embedders_get_which_cache(tmp_path: Path) -> None:
     assert not (tmp_path / "s.sqlite3").exists()
     custom = load({"TRAJGRAPH_EMBED_CACHE": str(tmp_path / "x.sqlite3")}).embedder
     assert custom.cache_path == tmp_path / "x.sqlite3"
+
+
+def test_a_damaged_or_wrong_size_cached_vector_is_embedded_again_never_returned(
+    tmp_path: Path,
+) -> None:
+    """Found by a hostile test: a cached blob of another length went into the graph as the
+    model's vector (100 numbers stamped as a 384-dimension model's), and one that is not a
+    float32 array crashed the run."""
+    path = tmp_path / "c.sqlite3"
+    inner = Counting()
+    planted = {
+        "short": np.ones(7, dtype=np.float32).tobytes(),
+        "nan": np.full(16, np.nan, dtype=np.float32).tobytes(),
+        "odd": b"abc",
+        "text": "not a blob",
+        "empty": b"",
+    }
+    db = sqlite3.connect(path)
+    VectorCache(path).close()  # the table
+    db.executemany(
+        "INSERT INTO vectors (key, vector, created) VALUES (?, ?, 0)",
+        [(text_key(inner.name, t), blob) for t, blob in planted.items()],
+    )
+    db.commit()
+    db.close()
+    e = CachedEmbedder(inner, VectorCache(path))
+    got = e.embed(list(planted))
+    assert got == inner._inner.embed(list(planted))  # each embedded afresh
+    assert sorted(inner.asked) == sorted(planted)
+    again = Counting()
+    assert CachedEmbedder(again, VectorCache(path)).embed(list(planted)) == got
+    assert again.asked == []  # and the damaged entries were replaced
+
+
+def test_openai_vectors_of_other_requested_dimensions_do_not_share_entries(
+    tmp_path: Path,
+) -> None:
+    """The name (openai:model) does not say `dimensions`; the cache key must."""
+    inner = Counting(name="openai:text-embedding-3-small")
+    settings = EmbedderSettings(kind="openai", dim=16, cache_path=tmp_path / "c.sqlite3")
+    first = cached_embedder(inner, settings)
+    first.embed(["exit code: 1"])
+    first.close()
+    other = Counting(name="openai:text-embedding-3-small")
+    bigger = dataclasses.replace(settings, dim=32)
+    cached_embedder(other, bigger).embed(["exit code: 1"])
+    assert other.asked == ["exit code: 1"]
+    same = Counting(name="openai:text-embedding-3-small")
+    cached_embedder(same, settings).embed(["exit code: 1"])
+    assert same.asked == []
+
+
+def test_a_cache_file_of_another_schema_or_damaged_later_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    other = tmp_path / "other.sqlite3"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE vectors (k TEXT, v BLOB)")
+    db.commit()
+    db.close()
+    with pytest.raises(ConfigError, match="cannot open the embedding cache"):
+        VectorCache(other)
+    cache = VectorCache(tmp_path / "c.sqlite3")
+    cache._db.execute("DROP TABLE vectors")  # what a damaged page or another writer leaves
+    with pytest.raises(ConfigError, match="delete the file"):
+        cache.get_many(["k"])
+    with pytest.raises(ConfigError, match="delete the file"):
+        cache.put_many({"k": np.ones(4, dtype=np.float32)})

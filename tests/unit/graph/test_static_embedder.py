@@ -168,3 +168,56 @@ def test_an_unwritable_table_folder_is_a_clear_error(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(ConfigError, match="TRAJGRAPH_STATIC_TABLES"):
         se.load_or_derive(blocker / "tables", 16)
+
+
+def _damaged(table: object, path: Path) -> None:
+    if isinstance(table, bytes):
+        path.write_bytes(table)
+    elif isinstance(table, dict):
+        np.savez(path.with_suffix(""), **table)
+        path.with_suffix(".npz").rename(path)
+    else:
+        np.save(path, np.asarray(table))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(b"", id="empty-file"),
+        pytest.param({"table": np.ones((30522, 16), dtype=np.float32)}, id="npz"),
+        pytest.param(np.ones((1000, 16), dtype=np.float32), id="too-few-rows"),
+        pytest.param(np.full((30522, 16), np.nan, dtype=np.float32), id="nan"),
+        pytest.param(np.full((30522, 16), np.inf, dtype=np.float32), id="inf"),
+        pytest.param(np.zeros((30522, 16), dtype=np.float32), id="zeros"),
+        pytest.param(np.ones((30522, 16), dtype=np.complex64), id="complex"),
+    ],
+)
+def test_a_damaged_cached_table_is_a_clear_error_never_wrong_vectors(
+    tmp_path: Path, damage: object
+) -> None:
+    """Found by a hostile test: these loaded (wrong vectors, NaN the graph refuses) or failed
+    with EOFError, IndexError or AttributeError instead of saying what to do."""
+    digest = se.model_hash(se.model_dir(), tmp_path)
+    _damaged(damage, se.table_path(tmp_path, digest, 16))
+    with pytest.raises(ConfigError, match="delete it to derive it again"):
+        se.load_or_derive(tmp_path, 16)
+
+
+def test_missing_model_files_are_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(se, "model_dir", lambda: tmp_path / "model")
+    with pytest.raises(ConfigError, match="reinstall"):
+        se.StaticEmbedder(tmp_path / "tables")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow, then the error
+def test_a_table_whose_sums_overflow_is_an_error_not_nan_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    digest = se.model_hash(se.model_dir(), tmp_path)
+    np.save(se.table_path(tmp_path, digest, 16), np.full((30522, 16), 3e38, dtype=np.float32))
+    monkeypatch.setattr(se.StaticEmbedder, "_loaded", {})
+    e = se.StaticEmbedder(tmp_path, 16)
+    with pytest.raises(ConfigError, match="not finite"):
+        e.embed(["error error failed"])

@@ -190,3 +190,15 @@ def test_the_api_refuses_to_start_without_keys() -> None:
 
     with pytest.raises(ConfigError, match="TRAJGRAPH_API_KEYS"):
         create_app(load({}))
+
+
+def test_openai_vectors_of_zeros_or_non_numbers_are_refused() -> None:
+    """Found by a hostile test: a zero vector (what some servers send for an empty text) was
+    written to the graph, where each cosine against it fails the query that meets it."""
+    from trajgraph.errors import LLMReplyError
+    from trajgraph.graph.embedders import _normalized
+
+    assert _normalized([3.0, 4.0]) == [0.6, 0.8]
+    for bad in ([0.0, 0.0], [float("nan"), 1.0], [float("inf"), 0.0]):
+        with pytest.raises(LLMReplyError, match="zeros or non-numbers"):
+            _normalized(bad)
