@@ -39,7 +39,7 @@ from trajgraph.jobs.summary import (
 )
 from trajgraph.pipelines import files, progress, runners
 from trajgraph.pipelines import ingest as pipeline
-from trajgraph.pipelines.preflight import check_graph, expand_paths
+from trajgraph.pipelines.preflight import check_graph, expand_paths, space_moved
 from trajgraph.pipelines.transforms import NS
 
 
@@ -181,6 +181,13 @@ def _run(
             s.take_counters(_counters(result))
             s.seconds = time.monotonic() - t0
             s.phases_s["pipeline"] = round(s.seconds, 3)
+            moved = (
+                space_moved(config.neo, config.embedder_name)
+                if config.embedder is not None and s.counters.get("embedded")
+                else None
+            )
+            if moved is not None:
+                s.space_moved_to, s.stale_vectors = moved
         s.files = s.files or len(todo)
         s.dead_letter_path = prefix + ".jsonl"
         failed, degraded = file_outcomes(s, todo, s.dead_letter_path, retry_prefix)

@@ -69,6 +69,11 @@ class IngestSummary:
     finished_at: str = ""
     duration_s: float = 0.0  # the whole run: listing, manifest, pipeline
     phases_s: dict[str, float] = field(default_factory=dict)
+    # The model `trajgraph reembed` moved the graph to while this run wrote its vectors, and
+    # how many vectors of the graph were still not that model's at the end (retrieval skips
+    # them until `trajgraph reembed` runs again).
+    space_moved_to: str | None = None
+    stale_vectors: int = 0
 
     @property
     def balanced(self) -> bool:
@@ -112,6 +117,7 @@ class IngestSummary:
             or self.windows_degraded
             or self.counters.get("embed_failed")
             or self.files_retry
+            or self.stale_vectors
         ):
             self.status, self.exit_code = "partial", EXIT_PARTIAL
         else:
@@ -175,6 +181,12 @@ class IngestSummary:
         ]
         if self.dead_lettered or self.windows_failed:
             lines.append(f"  dead letters       {self.dead_letter_path}")
+        if self.space_moved_to:
+            lines.append(
+                f"  vectors stale      {self.stale_vectors}: the graph moved to "
+                f"{self.space_moved_to} during this run"
+                + (" (run `trajgraph reembed` again)" if self.stale_vectors else "")
+            )
         if self.files_retry:
             lines.append(f"  retried next run   {len(self.files_retry)} files")
             lines.extend(f"    {f}" for f in self.files_retry)

@@ -17,6 +17,7 @@ from trajgraph.graph import cypher
 from trajgraph.graph.embedders import Embedder, HashEmbedder, get_embedder, turn_text
 from trajgraph.graph.writer import embedding_space
 from trajgraph.jobs import reembed
+from trajgraph.pipelines.preflight import space_moved
 from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import Settings
 
@@ -223,6 +224,15 @@ def test_retrieval_during_and_after_a_move_answers_or_names_the_mismatch(
 
     assert reembed.reembed(p.driver, p.db, HashEmbedder(32), page=3).moved
     assert new.retrieve(QUESTION, tenant=TENANT, trajectory="r1", mode="embedding").items
+    # An ingest of the old model that wrote vectors during the move says so at its end
+    # (partial, exit 3: trajgraph/jobs/ingest.py); one of the graph's model says nothing.
+    assert space_moved(p.settings.neo4j, "hash-64") == ("hash-32", 0)  # the move remade all
+    assert space_moved(p.settings.neo4j, "hash-32") is None
+    p.driver.execute_query(
+        "MATCH (t:Turn {tenant: $t}) SET t.embedded_with = 'hash-64'", t=TENANT, database_=p.db
+    )
+    assert space_moved(p.settings.neo4j, "hash-64") == ("hash-32", 4)  # r1's turns, stale
+    assert reembed.reembed(p.driver, p.db, HashEmbedder(32), page=3).moved
     # A move of the same size fails no query: the server notices it by checking again.
     from trajgraph.queries.retrieval import engine as engine_module
 

@@ -52,6 +52,9 @@ def _summary(**kw: Any) -> IngestSummary:
         ({"windows_failed": 1}, "partial", 3),
         ({"windows_degraded": 4}, "partial", 3),
         ({"counters": {"embed_failed": 1}}, "partial", 3),
+        # A reembed moved the graph meanwhile: vectors it has not remade yet are stale.
+        ({"space_moved_to": "hash-32", "stale_vectors": 5}, "partial", 3),
+        ({"space_moved_to": "hash-32", "stale_vectors": 0}, "ok", 0),
     ],
 )
 def test_exit_codes_of_finished_runs(changes: dict[str, Any], status: str, code: int) -> None:
@@ -59,6 +62,7 @@ def test_exit_codes_of_finished_runs(changes: dict[str, Any], status: str, code:
     s.set_status()
     assert (s.status, s.exit_code) == (status, code)
     assert (s.error is None) == (code != 1)
+    assert ("trajgraph reembed" in s.render()) == bool(changes.get("stale_vectors"))
 
 
 @pytest.mark.parametrize(
