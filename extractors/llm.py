@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pydantic import ValidationError
+
 from trajgraph.errors import ConfigError, LLMError, LLMReplyError
 from trajgraph.extractors.base import ExtractionBatch, Stats, WindowByWindow
 from trajgraph.extractors.heuristic import HeuristicExtractor
@@ -174,13 +176,16 @@ class LLMExtractor(WindowByWindow):
         out: _Result = {}
         for turn, key in keys.items():
             value = hits.get(key)
-            if value is None:
-                continue
-            self.stats.inc("llm_cache_hits")
+            if not isinstance(value, dict):
+                continue  # absent, or damaged: asked again, and the answer replaces it
             if "findings" in value:
-                out[turn] = WindowExtraction.model_validate(value["findings"])
+                try:
+                    out[turn] = WindowExtraction.model_validate(value["findings"])
+                except ValidationError:
+                    continue
             else:  # the model's reply for this window was unusable: do not pay to hear it again
                 out[turn] = str(value.get("fallback", "cached fallback"))
+            self.stats.inc("llm_cache_hits")
         return out
 
     def _to_cache(self, keys: dict[int, str], fresh: _Result) -> None:

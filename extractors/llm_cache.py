@@ -35,4 +35,7 @@ class ExtractionCache(SqliteStore[Any]):
         return json.dumps(value, ensure_ascii=False)
 
     def decode(self, stored: str) -> Any:
-        return json.loads(stored)
+        try:
+            return json.loads(stored)
+        except (TypeError, ValueError):
+            return None  # a damaged entry is a miss: the window is asked again and replaced

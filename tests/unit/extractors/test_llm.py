@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -501,6 +502,34 @@ def test_cache_second_run_makes_no_request_and_no_cache_forces(
     run(other)
     assert len(fake_llm.chat_requests) == 3
     other.close()
+
+
+def test_damaged_cache_entries_are_asked_again_and_replaced(
+    fake_llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    ex = LLMExtractor(settings(fake_llm, tmp_path))
+    first, _ = run(ex)
+    ex.close()
+    # Not JSON, JSON of another shape, findings of another schema, a list: each is a miss.
+    db = sqlite3.connect(tmp_path / "cache.sqlite3")
+    keys = [k for (k,) in db.execute("SELECT key FROM extractions ORDER BY key")]
+    assert len(keys) == 5
+    damage = ["{not json", "42", '{"findings": {"states": 7}}', "[1, 2]"]
+    for key, value in zip(keys, damage, strict=False):
+        db.execute("UPDATE extractions SET value = ? WHERE key = ?", (value, key))
+    db.commit()
+    db.close()
+    again = LLMExtractor(settings(fake_llm, tmp_path))
+    second, stats = run(again)
+    assert len(fake_llm.chat_requests) == 2  # one more request, for the four damaged windows
+    assert stats["llm_cache_hits"] == 1
+    assert [e.model_dump() for e in second.extractions] == [
+        e.model_dump() for e in first.extractions
+    ]
+    again.close()
+    third = LLMExtractor(settings(fake_llm, tmp_path))  # the answers replaced the damage
+    assert run(third)[1] == {"llm_cache_hits": 5}
+    third.close()
 
 
 def test_unusable_replies_are_cached_so_reingest_costs_nothing(
