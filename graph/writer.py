@@ -22,7 +22,7 @@ from typing import Any
 
 import neo4j
 
-from trajgraph.errors import ConfigError, GraphError
+from trajgraph.errors import ConfigError, EmbedderMismatchError, GraphError
 from trajgraph.graph import cypher
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.rows import ROW_KINDS, GraphRows
@@ -84,8 +84,8 @@ def ensure_embedding_space(driver: neo4j.Driver, database: str, model: str, dim:
         )
 
 
-def space_mismatch(graph: tuple[str, int], configured: tuple[str, int]) -> ConfigError:
-    return ConfigError(
+def space_mismatch(graph: tuple[str, int], configured: tuple[str, int]) -> EmbedderMismatchError:
+    return EmbedderMismatchError(
         f"the graph's embeddings were made by {graph[0]} (dimension {graph[1]}), but the "
         f"configured embedder is {configured[0]} (dimension {configured[1]}). Set "
         "TRAJGRAPH_EMBEDDER (and TRAJGRAPH_EMBED_MODEL / TRAJGRAPH_EMBED_DIM) to match, use "

@@ -85,6 +85,13 @@ class RunnerError(ConfigError):
     user has to supply what is missing, so it is a configuration error (exit 2)."""
 
 
+class EmbedderMismatchError(ConfigError):
+    """The graph's vectors were made by another embedder than the one configured here. The
+    operator must act (configure the graph's embedder, or `trajgraph reembed`): a caller of
+    the HTTP API or MCP server can change nothing, so they are told the service is
+    unavailable, not that their request was bad."""
+
+
 class ExtractionError(TrajgraphError):
     """An extractor could not produce findings for a window (the caller falls back)."""
 
@@ -146,6 +153,15 @@ CONTRACT: tuple[Meaning, ...] = (
     ),
     Meaning(LLMError, "llm_unavailable", 502, EXIT_FAILED, "the LLM server failed", log="line"),
     Meaning(BusyError, "busy", 503, EXIT_FAILED, log="line"),
+    Meaning(
+        EmbedderMismatchError,
+        "embedder_mismatch",
+        503,
+        EXIT_CONFIG,
+        "this server's embedder does not match the graph's vectors (its operator must "
+        "configure the graph's embedder or run `trajgraph reembed`)",
+        log="line",
+    ),
     Meaning(ConfigError, "bad_request", 400, EXIT_CONFIG),
     Meaning(InputError, "bad_request", 400, EXIT_CONFIG),
     Meaning(ServerError, "server_error", 500, EXIT_FAILED, INTERNAL, log="traceback"),

@@ -3,6 +3,7 @@ tenants, auth, limits and hostile input."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import socket
@@ -71,12 +72,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def api(neo4j_settings: Settings, ingested: Ingest) -> Iterator[Api]:
-    runs = [ingested(TRAJ), ingested({**TRAJ, "id": "tenant-b-only"})]
-    assert [r.summary.ingested for r in runs] == [1, 1]
-    a, b = (r.tenant for r in runs)
-    settings = dataclasses.replace(neo4j_settings, api_keys={KEY_A: a, KEY_B: b})
+@contextlib.contextmanager
+def _serving(settings: Settings) -> Iterator[str]:
+    """The API on a free port, in a thread: its base URL."""
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
@@ -88,10 +86,40 @@ def api(neo4j_settings: Settings, ingested: Ingest) -> Iterator[Api]:
         assert time.monotonic() < deadline, "the API did not start"
         time.sleep(0.05)
     try:
-        yield Api(f"http://127.0.0.1:{port}", a, b)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def api(neo4j_settings: Settings, ingested: Ingest) -> Iterator[Api]:
+    runs = [ingested(TRAJ), ingested({**TRAJ, "id": "tenant-b-only"})]
+    assert [r.summary.ingested for r in runs] == [1, 1]
+    a, b = (r.tenant for r in runs)
+    settings = dataclasses.replace(neo4j_settings, api_keys={KEY_A: a, KEY_B: b})
+    with _serving(settings) as url:
+        yield Api(url, a, b)
+
+
+def test_a_server_whose_embedder_is_not_the_graphs_says_it_is_unavailable(
+    api: Api, neo4j_settings: Settings
+) -> None:
+    """The operator must act (the graph's embedder, or `trajgraph reembed`): the caller is
+    told the service is unavailable, not that the request was bad, nor the settings."""
+    other = dataclasses.replace(
+        neo4j_settings,
+        api_keys={KEY_A: api.tenant_a},
+        embedder=dataclasses.replace(neo4j_settings.embedder, kind="hash", dim=24),
+    )
+    with _serving(other) as url:
+        wrong = Api(url, api.tenant_a, api.tenant_b)
+        status, body = wrong.call(
+            "POST", "/v1/retrieve", {"question": "Which test failed?", "trajectory": TRAJ["id"]}
+        )
+    assert status == 503 and body["error"]["code"] == "embedder_mismatch"
+    assert "trajgraph reembed" in body["error"]["message"]
+    assert "TRAJGRAPH_" not in body["error"]["message"] and "hash-24" not in str(body)
 
 
 def test_probes_and_openapi(api: Api) -> None:
