@@ -28,6 +28,7 @@ commands:
   search "QUESTION"      evidence for a question: embedding seeds, then graph, keyword or code
   digest [ID]            a stable content hash of one trajectory, a tenant or the database
   delete                 --trajectory ID | --source PATH | --all --yes (within --tenant)
+  reembed                make every stored vector again with the configured embedder
   brief ID               a compact digest of a trajectory within a token budget
   remind ID "ACTION"     a reminder grounded in the graph before an action, or silence
   lessons "ERROR"        other runs that hit the same failure and what got past it
@@ -151,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="query parameter; VALUE is parsed as JSON when it can be",
     )
+    cy.add_argument("--tenant", default=None, help="$tenant (default TRAJGRAPH_TENANT)")
     cy.add_argument("--json", action="store_true")
 
     neo = sub.add_parser("neo4j", help="manage the local Neo4j server")
@@ -513,7 +515,8 @@ def _trajectories(args: argparse.Namespace, tg: TrajGraph) -> int:
 
 
 def _cypher(args: argparse.Namespace, tg: TrajGraph) -> int:
-    return _print_rows(tg.run_query(args.name, _parse_params(args.param)), args.json)
+    rows = tg.run_query(args.name, _parse_params(args.param), tenant=args.tenant)
+    return _print_rows(rows, args.json)
 
 
 def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> int:

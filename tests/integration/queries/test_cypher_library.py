@@ -8,6 +8,7 @@ runs with its documented example params (tenant swapped), then with specific par
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import neo4j
 import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
+from trajgraph import cli
 from trajgraph.queries import library
 from trajgraph.settings import Settings
 
@@ -628,3 +630,22 @@ def test_library_query_answers(name: str, lib: Lib) -> None:
     assert first, f"{name}'s example returns nothing on the real logs"
     assert lib.run(name) == first
     case(lib)
+
+
+def test_cli_cypher_reads_the_tenant_given(
+    ingested: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Like every other read command, `trajgraph cypher` takes --tenant (the default tenant
+    # holds none of this run's trajectories).
+    run = ingested(
+        {
+            "id": "cypher-tenant",
+            "task": "t",
+            "turns": [{"idx": 0, "action": "ls", "observation": "a"}],
+        },
+        args=NO_MODELS,
+    )
+    argv = ["cypher", "trajectories", "--param", "trajectory=null", "--tenant", run.tenant]
+    assert cli.main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == ["cypher-tenant"]
