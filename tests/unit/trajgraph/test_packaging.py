@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,3 +89,16 @@ def test_installed_code_imports_only_installed_names(wheel: zipfile.ZipFile) -> 
                 continue
             offenders += [f"{name}:{node.lineno} imports {r}" for r in roots if r in banned]
     assert not offenders, offenders
+
+
+def test_the_mcp_requirement_has_the_server_api_we_import() -> None:
+    # trajgraph/mcp_server.py imports mcp.server.mcpserver.MCPServer, which mcp 2.0 brought
+    # (1.x named it FastMCP): a requirement that lets pip keep mcp 1.x breaks `trajgraph mcp`.
+    from packaging.requirements import Requirement
+
+    assert "from mcp.server.mcpserver import" in (REPO / "trajgraph/mcp_server.py").read_text()
+    text = (REPO / "pyproject.toml").read_text("utf-8")
+    (line,) = re.findall(r'^\s*"(mcp[<>=!~ ][^"]*)"', text, flags=re.MULTILINE)
+    spec = Requirement(line).specifier
+    assert not spec.contains("1.99"), f"pyproject.toml allows mcp 1.x: {line!r}"
+    assert spec.contains("2.0.0")
