@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from trajgraph.graph import cypher
 from trajgraph.graph.embedders import Embedder, HashEmbedder, get_embedder, turn_text
 from trajgraph.graph.writer import embedding_space
 from trajgraph.jobs import reembed
+from trajgraph.pipelines import ingest as ingest_pipeline
 from trajgraph.pipelines.preflight import space_moved
 from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import Settings
@@ -301,3 +303,29 @@ def test_retrieval_during_a_move_skips_vectors_from_before_stamps(
     for trajectory in ("r1", None):
         r = new.retrieve(QUESTION, tenant=TENANT, trajectory=trajectory, mode="embedding", k=3)
         assert not [e for e in r.items if "similarity 1.00" in e.why], trajectory
+
+
+@pytest.mark.timeout(600)
+def test_ingest_that_loses_neo4j_after_writing_still_finishes(
+    private_neo4j: Private, ingested: Ingest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Found by a hostile test: Neo4j lost right after the pipeline wrote everything failed
+    the end-of-run check for a reembed that moved the graph, and with it the whole run (exit
+    1, the manifest not saved, so every file read again next run). The check only informs."""
+    p = private_neo4j
+    hashed = _with(p.settings, "hash", 64)
+    real = ingest_pipeline.run_pipeline
+
+    def run_then_lose_neo4j(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        p.stop()
+        return result
+
+    monkeypatch.setattr(ingest_pipeline, "run_pipeline", run_then_lose_neo4j)
+    manifest = tmp_path / "manifest.json"
+    done = ingested(
+        retries_log("r1"), tenant=TENANT, settings=hashed, args=["--manifest", str(manifest)]
+    ).summary
+    assert (done.exit_code, done.status, done.ingested) == (0, "ok", 1)
+    assert done.space_moved_to is None
+    assert manifest.exists()
