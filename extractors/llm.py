@@ -183,8 +183,11 @@ class LLMExtractor(WindowByWindow):
                     out[turn] = WindowExtraction.model_validate(value["findings"])
                 except ValidationError:
                     continue
-            else:  # the model's reply for this window was unusable: do not pay to hear it again
-                out[turn] = str(value.get("fallback", "cached fallback"))
+            elif isinstance(value.get("fallback"), str):
+                # The model's reply for this window was unusable: do not pay to hear it again.
+                out[turn] = value["fallback"]
+            else:
+                continue  # an object of another shape is damage too, not a fallback
             self.stats.inc("llm_cache_hits")
         return out
 

@@ -37,5 +37,5 @@ class ExtractionCache(SqliteStore[Any]):
     def decode(self, stored: str) -> Any:
         try:
             return json.loads(stored)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # RecursionError: nested too deep
             return None  # a damaged entry is a miss: the window is asked again and replaced

@@ -66,9 +66,11 @@ ON CREATE SET e.model = $model, e.dim = $dim, e.created = datetime()
 RETURN e.model AS model, e.dim AS dim
 """
 
+# `unstamped`: the model a vector without a stamp (written before vectors named their model)
+# came from: the one an unfinished move started from, else the space's own.
 GET_EMBEDDING_SPACE = """
 OPTIONAL MATCH (e:EmbeddingSpace {name: 'nodes'})
-RETURN e.model AS model, e.dim AS dim
+RETURN e.model AS model, e.dim AS dim, coalesce(e.migrating_from, e.model) AS unstamped
 """
 
 # Re-embedding (trajgraph reembed): the space moves to the new model first, so from then on
@@ -383,10 +385,11 @@ RETURN t.id AS id, count(u) AS turns ORDER BY id
 # Over-fetch then filter by tenant: Neo4j 5 vector search cannot pre-filter. Retrieval reads
 # only vectors of the space's model ($model): one another model wrote (an ingest of the old
 # model still running during a reembed) waits for the next reembed instead of being compared.
-# A vector from before the stamp (no embedded_with) passed the space check: it counts.
+# A vector from before the stamp (no embedded_with) is $unstamped's (GET_EMBEDDING_SPACE):
+# the space's model, or during a move the old one's, until the move stamps it.
 VECTOR_TOP_K = """
 CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node, score
-WHERE node.tenant = $tenant AND coalesce(node.embedded_with, $model) = $model
+WHERE node.tenant = $tenant AND coalesce(node.embedded_with, $unstamped) = $model
 RETURN node.uid AS uid, score
 ORDER BY score DESC
 LIMIT $k
@@ -400,11 +403,11 @@ LIMIT $k
 TRAJECTORY_SIMILARITY = """
 CALL () {
   MATCH (n:State {trajectory_uid: $tuid})
-  WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $model) = $model
+  WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
   RETURN n
   UNION ALL
   MATCH (n:Turn {trajectory_uid: $tuid})
-  WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $model) = $model
+  WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
   RETURN n
 }
 WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
@@ -421,11 +424,11 @@ MATCH (tr:Trajectory {uid: $tuid})
 CALL (tr) {
   CALL () {
     MATCH (n:State {trajectory_uid: $tuid})
-    WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $model) = $model
+    WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
     RETURN n
     UNION ALL
     MATCH (n:Turn {trajectory_uid: $tuid})
-    WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $model) = $model
+    WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
     RETURN n
   }
   WITH n, vector.similarity.cosine(n.embedding, $vector) AS score

@@ -96,11 +96,21 @@ def space_mismatch(graph: tuple[str, int], configured: tuple[str, int]) -> Embed
 
 def embedding_space(driver: neo4j.Driver, database: str) -> tuple[str, int] | None:
     """(model, dim) of the graph's embeddings, or None before anything was embedded."""
+    return embedding_space_and_unstamped(driver, database)[0]
+
+
+def embedding_space_and_unstamped(
+    driver: neo4j.Driver, database: str
+) -> tuple[tuple[str, int] | None, str | None]:
+    """The space, as ``embedding_space``, and the model that made the vectors without a stamp
+    (written before vectors named their model): during a move, the model it started from."""
     with graph_errors("reading the embedding space"):
         rec = driver.execute_query(
             cypher.GET_EMBEDDING_SPACE, database_=database, routing_=neo4j.RoutingControl.READ
         ).records[0]
-    return None if rec["model"] is None else (rec["model"], int(rec["dim"]))
+    if rec["model"] is None:
+        return None, None
+    return (rec["model"], int(rec["dim"])), rec["unstamped"]
 
 
 @dataclass

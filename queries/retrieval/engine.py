@@ -33,7 +33,7 @@ from trajgraph.errors import ConfigError, GraphError, NotFoundError
 from trajgraph.graph import cypher, ids
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
-from trajgraph.graph.writer import embedding_space, space_mismatch
+from trajgraph.graph.writer import embedding_space_and_unstamped, space_mismatch
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
 from trajgraph.queries.retrieval import aggregates, router
 from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
@@ -130,6 +130,9 @@ class Retriever:
         self.query_timeout_s = query_timeout_s
         self._space_ok = False
         self._space_checked = 0.0  # time.monotonic() of the last check
+        # The model of the graph's vectors from before stamps: during a move, not the space's
+        # (graph/cypher.py VECTOR_TOP_K). It never changes while such vectors remain.
+        self._unstamped: str | None = None
         # Trajectories' turns cut into scored lines, by trajectory uid, with the content hash
         # they were built from: a question about the same trajectory version reuses them.
         self._turns: OrderedDict[str, tuple[str, TurnIndex]] = OrderedDict()
@@ -172,8 +175,9 @@ class Retriever:
             raise
 
     def _check_space(self) -> None:
-        space = embedding_space(self.driver, self.database)
+        space, unstamped = embedding_space_and_unstamped(self.driver, self.database)
         mine = (self.embedder.name, dimension(self.embedder))
+        self._unstamped = unstamped
         self._space_checked = time.monotonic()
         self._space_ok = space is not None and space == mine
         if space is not None and space != mine:
@@ -184,6 +188,11 @@ class Retriever:
         self.embedder.close()
         if self.llm is not None:
             self.llm.close()
+
+    @property
+    def unstamped(self) -> str | None:
+        """The model that made the graph's vectors without a stamp (see ``_check_space``)."""
+        return self._unstamped
 
     @property
     def has_vectors(self) -> bool:
@@ -438,7 +447,12 @@ class _Run:
         also every turn's similarity, kept for ranking lines, and the trajectory's turns."""
         vector = self._embedder.embed([question])[0]
         # $model: only vectors the space's model made are compared (graph/cypher.py).
-        near = {"vector": vector, "model": self._embedder.name, "k": k}
+        near = {
+            "vector": vector,
+            "model": self._embedder.name,
+            "unstamped": self._engine.unstamped,
+            "k": k,
+        }
         index = None
         if scope["tuid"] and whole:
             got = self._read(

@@ -27,7 +27,7 @@ from typing import Any
 from apache_beam.metrics.metric import MetricsFilter
 
 from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError
+from trajgraph.errors import ConfigError, GraphError, one_line
 from trajgraph.jobs import signals
 from trajgraph.jobs.manifest import Manifest, Plan, config_fingerprint, file_key, now_iso
 from trajgraph.jobs.progress_bar import ProgressBar
@@ -181,11 +181,18 @@ def _run(
             s.take_counters(_counters(result))
             s.seconds = time.monotonic() - t0
             s.phases_s["pipeline"] = round(s.seconds, 3)
-            moved = (
-                space_moved(config.neo, config.embedder_name)
-                if config.embedder is not None and s.counters.get("embedded")
-                else None
-            )
+            moved = None
+            if config.embedder is not None and s.counters.get("embedded"):
+                try:
+                    moved = space_moved(config.neo, config.embedder_name)
+                except GraphError as e:
+                    # Everything is written: a Neo4j lost now must not fail the run (nor keep
+                    # the manifest from recording it). The next run's preflight sees a move.
+                    logging.getLogger(__name__).warning(
+                        "could not check whether `trajgraph reembed` moved the graph during "
+                        "this run: %s",
+                        one_line(e),
+                    )
             if moved is not None:
                 s.space_moved_to, s.stale_vectors = moved
         s.files = s.files or len(todo)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from trajgraph.graph import cypher
 from trajgraph.graph.embedders import Embedder, HashEmbedder, get_embedder, turn_text
 from trajgraph.graph.writer import embedding_space
 from trajgraph.jobs import reembed
+from trajgraph.pipelines import ingest as ingest_pipeline
 from trajgraph.pipelines.preflight import space_moved
 from trajgraph.queries.retrieval.engine import Retriever
 from trajgraph.settings import Settings
@@ -248,3 +250,82 @@ class _Renamed(_StopsAfter):
     def __init__(self, inner: Embedder) -> None:
         super().__init__(inner, 10**6)
         self.name = "hash-32-renamed"
+
+
+@pytest.mark.timeout(600)
+def test_retrieval_during_a_move_skips_vectors_from_before_stamps(
+    private_neo4j: Private, ingested: Ingest
+) -> None:
+    """Found by a hostile test: during a move of a graph ingested before vectors named their
+    model, retrieval with the new model read the old model's unstamped vectors as its own:
+    a question about one trajectory failed (a cosine across sizes: 503 graph_unavailable)
+    for the whole move, and of the same size it compared another model's vectors."""
+    p = private_neo4j
+    hashed = _with(p.settings, "hash", 64)
+    assert ingested(retries_log("r1"), tenant=TENANT, settings=hashed).summary.ingested == 1
+    p.driver.execute_query(  # as an ingest before stamps wrote them
+        "MATCH (n {tenant: $t}) WHERE n:State OR n:Turn REMOVE n.embedded_with",
+        t=TENANT,
+        database_=p.db,
+    )
+    old = Retriever(p.driver, database=p.db, embedder=HashEmbedder(64))
+    assert old.retrieve(QUESTION, tenant=TENANT, trajectory="r1", mode="embedding").items
+
+    # Another size: the first page moved, the rest still the old model's, unstamped.
+    with pytest.raises(RuntimeError, match="killed"):
+        reembed.reembed(p.driver, p.db, _StopsAfter(HashEmbedder(32), 1), page=3)
+    assert None in _stamps(p)
+    new = Retriever(p.driver, database=p.db, embedder=HashEmbedder(32))
+    for trajectory in ("r1", None):
+        r = new.retrieve(QUESTION, tenant=TENANT, trajectory=trajectory, mode="embedding", k=20)
+        assert 0 < len([e for e in r.items if e.source == "seed"]) <= 3, trajectory
+    # The old model's server, until it notices the move, still reads the unstamped ones.
+    assert old.retrieve(QUESTION, tenant=TENANT, trajectory="r1", mode="embedding").items
+    assert reembed.reembed(p.driver, p.db, HashEmbedder(64), page=3).moved  # back, finished
+    p.driver.execute_query(
+        "MATCH (n {tenant: $t}) WHERE n:State OR n:Turn REMOVE n.embedded_with",
+        t=TENANT,
+        database_=p.db,
+    )
+
+    # The same size: an unstamped vector that is the new question's own is not compared.
+    renamed = _Renamed(HashEmbedder(64))
+    with pytest.raises(RuntimeError, match="killed"):
+        reembed.reembed(p.driver, p.db, _StopsAfter(renamed, 1), page=3)
+    p.driver.execute_query(
+        "MATCH (t:Turn {tenant: $t}) WHERE t.embedded_with IS NULL "
+        "WITH t ORDER BY t.idx LIMIT 1 CALL db.create.setNodeVectorProperty(t, 'embedding', $v)",
+        t=TENANT,
+        v=renamed.embed([QUESTION])[0],
+        database_=p.db,
+    )
+    new = Retriever(p.driver, database=p.db, embedder=renamed)
+    for trajectory in ("r1", None):
+        r = new.retrieve(QUESTION, tenant=TENANT, trajectory=trajectory, mode="embedding", k=3)
+        assert not [e for e in r.items if "similarity 1.00" in e.why], trajectory
+
+
+@pytest.mark.timeout(600)
+def test_ingest_that_loses_neo4j_after_writing_still_finishes(
+    private_neo4j: Private, ingested: Ingest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Found by a hostile test: Neo4j lost right after the pipeline wrote everything failed
+    the end-of-run check for a reembed that moved the graph, and with it the whole run (exit
+    1, the manifest not saved, so every file read again next run). The check only informs."""
+    p = private_neo4j
+    hashed = _with(p.settings, "hash", 64)
+    real = ingest_pipeline.run_pipeline
+
+    def run_then_lose_neo4j(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        p.stop()
+        return result
+
+    monkeypatch.setattr(ingest_pipeline, "run_pipeline", run_then_lose_neo4j)
+    manifest = tmp_path / "manifest.json"
+    done = ingested(
+        retries_log("r1"), tenant=TENANT, settings=hashed, args=["--manifest", str(manifest)]
+    ).summary
+    assert (done.exit_code, done.status, done.ingested) == (0, "ok", 1)
+    assert done.space_moved_to is None
+    assert manifest.exists()
