@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import pickle
 import threading
+import time
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -344,12 +345,18 @@ class EmbedRowsFn(beam.DoFn):
     same embedder when the disk cache is on) is not embedded again.
     """
 
+    # How often a long run (a stream above all) looks whether `trajgraph reembed` moved the
+    # graph to another model: one small read.
+    SPACE_RECHECK_S = 30.0
+
     def __init__(self, neo: Neo4jSettings, embedder: EmbedderSettings) -> None:
         self._neo = neo
         self._settings = embedder
         self._driver: Any = None
         self._embedder: Any = None
         self._model = ""
+        self._space_checked = 0.0
+        self._moved_to: str | None = None
 
     def setup(self) -> None:
         from trajgraph.graph.connection import open_driver
@@ -359,6 +366,7 @@ class EmbedRowsFn(beam.DoFn):
         self._driver = open_driver(self._neo)
         self._embedder = cached_embedder(get_embedder(self._settings), self._settings)
         self._model = embedder_name(self._settings)
+        self._space_checked = time.monotonic()  # the run's preflight has just checked it
 
     def process(self, rows: GraphRows) -> Iterator[GraphRows]:
         from trajgraph.graph import cypher
@@ -372,6 +380,7 @@ class EmbedRowsFn(beam.DoFn):
         if found and found[0]["content_hash"] == rows.content_hash:
             yield rows
             return
+        self._watch_space()
         targets = [(r, state_text) for r in rows.rows["states"]]
         targets += [(r, turn_text) for r in rows.rows["turns"]]
         if found:  # a changed trajectory: keep the vectors of nodes whose text did not change
@@ -414,6 +423,32 @@ class EmbedRowsFn(beam.DoFn):
         _count("embedded", len(targets))
         self._report_cache()
         yield rows
+
+    def _watch_space(self) -> None:
+        """Say so, once per move, when `trajgraph reembed` moved the graph to another model
+        while this run writes vectors of its own. They are still written, stamped with this
+        run's model: retrieval skips them, and `trajgraph reembed` run again remakes them
+        (a stream has no later run that would write them again)."""
+        if time.monotonic() - self._space_checked < self.SPACE_RECHECK_S:
+            return
+        from trajgraph.graph.writer import embedding_space
+
+        self._space_checked = time.monotonic()
+        try:
+            space = embedding_space(self._driver, self._neo.database)
+        except GraphError:
+            return  # the write that follows says what is wrong with Neo4j
+        moved = space[0] if space is not None and space[0] != self._model else None
+        if moved is not None and moved != self._moved_to:
+            logging.getLogger(__name__).warning(
+                "`trajgraph reembed` moved the graph to %s: this run still writes vectors of "
+                "%s, which retrieval skips until `trajgraph reembed` runs again; restart it "
+                "with the graph's embedder",
+                moved,
+                self._model,
+            )
+            _count("space_moved")
+        self._moved_to = moved
 
     def _report_cache(self) -> None:
         drain = getattr(self._embedder, "drain_stats", None)  # absent with the cache off

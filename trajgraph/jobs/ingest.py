@@ -182,7 +182,8 @@ def _run(
             s.seconds = time.monotonic() - t0
             s.phases_s["pipeline"] = round(s.seconds, 3)
             moved = None
-            if config.embedder is not None and s.counters.get("embedded"):
+            wrote_vectors = s.counters.get("embedded") or s.counters.get("embeddings_reused")
+            if config.embedder is not None and wrote_vectors:
                 try:
                     moved = space_moved(config.neo, config.embedder_name)
                 except GraphError as e:

@@ -5,6 +5,7 @@ running it again. On a Neo4j of the test's own: the move is database-wide."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,19 @@ import pytest
 from tests.integration.ingesting import Ingest, retries_log
 from tests.integration.servers import Private
 from trajgraph.errors import ConfigError
+from trajgraph.extractors.heuristic import HeuristicExtractor
+from trajgraph.extractors.merge import merge
 from trajgraph.graph import cypher
 from trajgraph.graph.embedders import Embedder, HashEmbedder, get_embedder, turn_text
+from trajgraph.graph.rows import GraphRows, build_rows
 from trajgraph.graph.writer import embedding_space
 from trajgraph.jobs import reembed
 from trajgraph.pipelines import ingest as ingest_pipeline
+from trajgraph.pipelines import progress, transforms
 from trajgraph.pipelines.preflight import space_moved
+from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.retrieval.engine import Retriever
+from trajgraph.schemas.trajectory import validate
 from trajgraph.settings import Settings
 
 TENANT = "reembed"
@@ -203,7 +210,10 @@ def test_reembed_moves_every_vector_and_an_interrupted_move_is_finished_by_rerun
 
 @pytest.mark.timeout(600)
 def test_retrieval_during_and_after_a_move_answers_or_names_the_mismatch(
-    private_neo4j: Private, ingested: Ingest, monkeypatch: pytest.MonkeyPatch
+    private_neo4j: Private,
+    ingested: Ingest,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Found by a hostile test: while a move to another size ran, search across trajectories
     with the new model failed (no vector index until the end: a 503 from the API), and a
@@ -235,6 +245,23 @@ def test_retrieval_during_and_after_a_move_answers_or_names_the_mismatch(
     )
     assert space_moved(p.settings.neo4j, "hash-64") == ("hash-32", 4)  # r1's turns, stale
     assert reembed.reembed(p.driver, p.db, HashEmbedder(32), page=3).moved
+
+    # A run that goes on writing vectors of hash-64 (a stream above all) says so, once per
+    # move, and stamps them with its own model: retrieval skips them, reembed remakes them.
+    fn = transforms.EmbedRowsFn(p.settings.neo4j, hashed.embedder)
+    fn.SPACE_RECHECK_S = 0.0
+    fn.setup()
+    progress.reset()
+    try:
+        with caplog.at_level(logging.WARNING, logger=transforms.__name__):
+            written = [out for i in range(2) for out in fn.process(_rows(f"s{i}"))]
+    finally:
+        fn.teardown()
+    warned = [r for r in caplog.records if "moved the graph to hash-32" in r.getMessage()]
+    assert len(written) == 2 and len(warned) == 1
+    assert progress.snapshot().get("space_moved") == 1
+    stamps = {row["props"]["embedded_with"] for rows in written for row in rows.rows["turns"]}
+    assert stamps == {"hash-64"}
     # A move of the same size fails no query: the server notices it by checking again.
     from trajgraph.queries.retrieval import engine as engine_module
 
@@ -242,6 +269,15 @@ def test_retrieval_during_and_after_a_move_answers_or_names_the_mismatch(
     assert reembed.reembed(p.driver, p.db, _Renamed(HashEmbedder(32)), page=3).moved
     with pytest.raises(ConfigError, match="trajgraph reembed"):
         new.retrieve(QUESTION, tenant=TENANT, trajectory="r1", mode="embedding")
+
+
+def _rows(trajectory_id: str) -> GraphRows:
+    """The graph rows the pipeline builds for a small log, before embedding."""
+    log = {**retries_log(trajectory_id), "tenant": TENANT, "source": "test", "format": "canonical"}
+    traj: dict[str, Any] = dict(validate({"metadata": {}, **log}))
+    found = [HeuristicExtractor().extract(w) for w in build_windows(traj, budget_tokens=512)]
+    merged = merge(traj["turns"], found)
+    return build_rows(traj, merged, extractor="heuristic", content_hash=trajectory_id)
 
 
 class _Renamed(_StopsAfter):
