@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from typing_extensions import LiteralString
 
 MODES = ("auto", "embedding", "graph", "keyword", "code")
+VECTOR_MODES = ("auto", "embedding", "graph")  # the modes that start from similarity seeds
 MAX_DEPTH = 6
 MAX_K = 50
 MAX_BUDGET = 32_000
@@ -152,7 +153,10 @@ class Retriever:
         cypher_query: str | None = None,
     ) -> Retrieval:
         _check(question, mode, k, depth, budget_tokens)
-        if not self._space_ok or time.monotonic() - self._space_checked > SPACE_RECHECK_S:
+        # Keyword and code read no vectors: they still answer from a server whose embedder
+        # no longer matches the graph (until its operator restarts it with the graph's one).
+        stale = not self._space_ok or time.monotonic() - self._space_checked > SPACE_RECHECK_S
+        if mode in VECTOR_MODES and stale:
             self._check_space()
         try:
             with (

@@ -117,6 +117,13 @@ def test_a_server_whose_embedder_is_not_the_graphs_says_it_is_unavailable(
         status, body = wrong.call(
             "POST", "/v1/retrieve", {"question": "Which test failed?", "trajectory": TRAJ["id"]}
         )
+        # Keyword search reads no vectors: it still answers.
+        keyword = wrong.call(
+            "POST",
+            "/v1/retrieve",
+            {"question": "AssertionError", "trajectory": TRAJ["id"], "mode": "keyword"},
+        )
+    assert keyword[0] == 200 and keyword[1]["items"]
     assert status == 503 and body["error"]["code"] == "embedder_mismatch"
     assert "trajgraph reembed" in body["error"]["message"]
     assert "TRAJGRAPH_" not in body["error"]["message"] and "hash-24" not in str(body)
