@@ -504,17 +504,26 @@ def test_cache_second_run_makes_no_request_and_no_cache_forces(
     other.close()
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        # Not JSON, JSON of another shape, findings of another schema, a list.
+        ["{not json", "42", '{"findings": {"states": 7}}', "[1, 2]"],
+        # Found by a hostile test: objects with neither findings nor a fallback reason (never
+        # written by trajgraph) read as cached fallbacks, so the window stayed degraded for
+        # good; JSON nested too deep to parse failed the trajectory (RecursionError).
+        ["{}", '{"finding": {}}', '{"fallback": 7}', "[" * 100_000],
+    ],
+)
 def test_damaged_cache_entries_are_asked_again_and_replaced(
-    fake_llm: FakeOpenAI, tmp_path: Path
+    fake_llm: FakeOpenAI, tmp_path: Path, damage: list[str]
 ) -> None:
     ex = LLMExtractor(settings(fake_llm, tmp_path))
     first, _ = run(ex)
     ex.close()
-    # Not JSON, JSON of another shape, findings of another schema, a list: each is a miss.
     db = sqlite3.connect(tmp_path / "cache.sqlite3")
     keys = [k for (k,) in db.execute("SELECT key FROM extractions ORDER BY key")]
     assert len(keys) == 5
-    damage = ["{not json", "42", '{"findings": {"states": 7}}', "[1, 2]"]
     for key, value in zip(keys, damage, strict=False):
         db.execute("UPDATE extractions SET value = ? WHERE key = ?", (value, key))
     db.commit()
@@ -522,7 +531,7 @@ def test_damaged_cache_entries_are_asked_again_and_replaced(
     again = LLMExtractor(settings(fake_llm, tmp_path))
     second, stats = run(again)
     assert len(fake_llm.chat_requests) == 2  # one more request, for the four damaged windows
-    assert stats["llm_cache_hits"] == 1
+    assert stats["llm_cache_hits"] == 1 and "llm_fallbacks" not in stats
     assert [e.model_dump() for e in second.extractions] == [
         e.model_dump() for e in first.extractions
     ]
@@ -619,29 +628,3 @@ def test_a_down_server_is_not_retried_forever(fake_llm: FakeOpenAI) -> None:
     assert stats["llm_skipped_server_down"] > 0
     assert stats["llm_fallbacks"] == 12
     ex.close()
-
-
-def test_cache_entries_of_another_shape_are_asked_again_not_fallbacks(
-    fake_llm: FakeOpenAI, tmp_path: Path
-) -> None:
-    """Found by a hostile test: an object with neither findings nor a fallback reason (never
-    written by trajgraph) read as a cached fallback, and the window stayed degraded for good;
-    JSON nested too deep to parse failed the trajectory (RecursionError)."""
-    ex = LLMExtractor(settings(fake_llm, tmp_path))
-    first, _ = run(ex)
-    ex.close()
-    db = sqlite3.connect(tmp_path / "cache.sqlite3")
-    keys = [k for (k,) in db.execute("SELECT key FROM extractions ORDER BY key")]
-    damage = ["{}", '{"finding": {}}', '{"fallback": 7}', "[" * 100_000]  # too deep to parse
-    for key, value in zip(keys, damage, strict=False):
-        db.execute("UPDATE extractions SET value = ? WHERE key = ?", (value, key))
-    db.commit()
-    db.close()
-    again = LLMExtractor(settings(fake_llm, tmp_path))
-    second, stats = run(again)
-    assert len(fake_llm.chat_requests) == 2
-    assert stats["llm_cache_hits"] == 1 and "llm_fallbacks" not in stats
-    assert [e.model_dump() for e in second.extractions] == [
-        e.model_dump() for e in first.extractions
-    ]
-    again.close()
