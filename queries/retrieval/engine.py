@@ -155,9 +155,10 @@ class Retriever:
         _check(question, mode, k, depth, budget_tokens)
         # Keyword and code read no vectors: they still answer from a server whose embedder
         # no longer matches the graph (until its operator restarts it with the graph's one).
-        stale = not self._space_ok or time.monotonic() - self._space_checked > SPACE_RECHECK_S
+        vectors = self._space_ok  # read once: another thread's check may change it meanwhile
+        stale = not vectors or time.monotonic() - self._space_checked > SPACE_RECHECK_S
         if mode in VECTOR_MODES and stale:
-            self._check_space()
+            vectors = self._check_space()
         try:
             with (
                 graph_errors("retrieval query"),
@@ -165,7 +166,7 @@ class Retriever:
                     database=self.database, default_access_mode=neo4j.READ_ACCESS
                 ) as session,
             ):
-                return _Run(self, session).go(
+                return _Run(self, session, vectors=vectors).go(
                     question, tenant, trajectory, budget_tokens, mode, k, depth, code, cypher_query
                 )
         except GraphError as e:
@@ -178,14 +179,17 @@ class Retriever:
                     raise e from None  # Neo4j is down: the first error says so
             raise
 
-    def _check_space(self) -> None:
+    def _check_space(self) -> bool:
+        """Whether the graph holds vectors of this embedder; raises when they are another's."""
         space, unstamped = embedding_space_and_unstamped(self.driver, self.database)
         mine = (self.embedder.name, dimension(self.embedder))
         self._unstamped = unstamped
         self._space_checked = time.monotonic()
-        self._space_ok = space is not None and space == mine
+        ok = space is not None and space == mine
+        self._space_ok = ok
         if space is not None and space != mine:
             raise space_mismatch(space, mine)
+        return ok
 
     def close(self) -> None:
         """Release the embedder and the LLM client (the driver belongs to the caller)."""
@@ -229,9 +233,12 @@ class Retriever:
 class _Run:
     """The state of one ``retrieve`` call: its session, and what it found so far."""
 
-    def __init__(self, engine: Retriever, session: neo4j.Session) -> None:
+    def __init__(self, engine: Retriever, session: neo4j.Session, *, vectors: bool) -> None:
         self._engine = engine
         self._session = session
+        # Whether the graph holds vectors of this model, as the space check of this call
+        # found: another thread's check may change the engine's answer while this call runs.
+        self._vectors = vectors
         self._embedder = engine.embedder
         self._llm = engine.llm
         self._history_asked = False
@@ -263,7 +270,7 @@ class _Run:
         # the text comes with the seeds (one round trip), else on its own.
         whole = bool(tuid) and mode == "auto"
         index: TurnIndex | None = None
-        if whole and not self._engine.has_vectors:
+        if whole and not self._vectors:
             index = self._turn_index(scope)
 
         anchors = (
@@ -272,7 +279,7 @@ class _Run:
             else []
         )
         if mode in ("auto", "embedding", "graph"):
-            if self._engine.has_vectors:
+            if self._vectors:
                 index = self._seeds(question, scope, k, found, whole=whole) or index
                 tools.append("embedding")
             else:
@@ -293,7 +300,7 @@ class _Run:
         if mode == "auto":
             decided = self._route(question, found, trajectory is not None)
             route = f"auto: {decided.reason}" + (
-                "" if self._engine.has_vectors else " (no embeddings in this graph)"
+                "" if self._vectors else " (no embeddings in this graph)"
             )
         else:
             decided = router.rule_route(question, has_trajectory=trajectory is not None)

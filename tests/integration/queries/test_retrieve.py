@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +258,7 @@ def test_without_embeddings_the_other_tools_still_answer(
         database=neo4j_settings.neo4j.database,
         embedder=get_embedder(neo4j_settings.embedder),
     )
-    monkeypatch.setattr(engine, "_check_space", lambda: None)  # as after --embedder none
+    monkeypatch.setattr(engine, "_check_space", lambda: False)  # as after --embedder none
     assert not engine.has_vectors
     r = engine.retrieve(
         "How many times did the agent run pytest?", tenant=corpus, trajectory="synthetic-retries"
@@ -267,6 +268,31 @@ def test_without_embeddings_the_other_tools_still_answer(
     why = engine.retrieve("Why did test_retry fail?", tenant=corpus, trajectory="synthetic-retries")
     assert why.tools[:2] == ["keyword", "graph"]  # full-text hits seed the traversal
     assert any(e.kind == "turn" and e.turn == 1 for e in why.items)
+
+
+def test_a_call_keeps_the_space_check_it_started_with(
+    driver: Any, neo4j_settings: Settings, corpus: str
+) -> None:
+    """Another thread's check changing the engine's answer half way through a call (a move
+    racing it) does not turn the call into a keyword-only one "without embeddings"."""
+    inner = get_embedder(neo4j_settings.embedder)
+    engine: Retriever
+
+    class _OtherThreadChecks:
+        name, dim = inner.name, getattr(inner, "dim", 0)
+
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            engine._space_ok = False  # what a concurrent check that found a move leaves
+            return inner.embed(texts)
+
+        def close(self) -> None:
+            inner.close()
+
+    engine = Retriever(
+        driver, database=neo4j_settings.neo4j.database, embedder=_OtherThreadChecks()
+    )
+    r = engine.retrieve("Why did test_retry fail?", tenant=corpus, trajectory="synthetic-retries")
+    assert "embedding" in r.tools and "no embeddings" not in r.route
 
 
 def test_a_named_step_anchors_the_context_on_its_verbatim_lines(
