@@ -94,6 +94,25 @@ def space_mismatch(graph: tuple[str, int], configured: tuple[str, int]) -> Embed
     )
 
 
+# How often a long-running process (a server, a stream) looks whether `trajgraph reembed`
+# moved the graph to another model: one small read per period.
+SPACE_RECHECK_S = 30.0
+
+
+def stale_vectors(driver: neo4j.Driver, database: str, model: str, dim: int) -> int:
+    """Vectors ``model`` did not make: another size, another model's stamp or none (a full
+    scan of the vectors: for a move's end, not a hot path)."""
+    with graph_errors("checking which model made the vectors"):
+        rec = driver.execute_query(
+            cypher.STALE_VECTORS,
+            model=model,
+            dim=dim,
+            database_=database,
+            routing_=neo4j.RoutingControl.READ,
+        ).records[0]
+    return int(rec["n"])
+
+
 def embedding_space(driver: neo4j.Driver, database: str) -> tuple[str, int] | None:
     """(model, dim) of the graph's embeddings, or None before anything was embedded."""
     return embedding_space_and_unstamped(driver, database)[0]

@@ -82,9 +82,8 @@ def space_moved(neo: settings_mod.Neo4jSettings, model: str) -> tuple[str, int] 
     """When `trajgraph reembed` moved the graph away from ``model`` while a run wrote vectors
     of it: the model it moved to, and how many vectors are not that model's yet (0 when the
     move remade them all). None when the graph still records ``model``."""
-    from trajgraph.graph import cypher
-    from trajgraph.graph.connection import graph_errors, open_driver
-    from trajgraph.graph.writer import embedding_space
+    from trajgraph.graph.connection import open_driver
+    from trajgraph.graph.writer import embedding_space, stale_vectors
 
     driver = open_driver(neo)
     try:
@@ -92,13 +91,9 @@ def space_moved(neo: settings_mod.Neo4jSettings, model: str) -> tuple[str, int] 
         if space is None or space[0] == model:
             return None
         # A full scan, paid only in this rare case.
-        with graph_errors("counting stale vectors"):
-            stale = driver.execute_query(
-                cypher.STALE_VECTORS, model=space[0], dim=space[1], database_=neo.database
-            ).records[0]["n"]
+        return space[0], stale_vectors(driver, neo.database, *space)
     finally:
         driver.close()
-    return space[0], int(stale)
 
 
 def dead_letter_root(settings: settings_mod.Settings) -> Path:

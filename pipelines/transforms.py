@@ -21,6 +21,7 @@ from apache_beam.metrics import Metrics
 
 from trajgraph.errors import GraphError, InputError
 from trajgraph.graph import ids
+from trajgraph.graph import writer as graph_writer
 from trajgraph.graph.rows import GraphRows, build_rows, content_hash
 from trajgraph.pipelines import dead_letter, progress
 from trajgraph.pipelines.adapters import normalize, split_records
@@ -345,9 +346,7 @@ class EmbedRowsFn(beam.DoFn):
     same embedder when the disk cache is on) is not embedded again.
     """
 
-    # How often a long run (a stream above all) looks whether `trajgraph reembed` moved the
-    # graph to another model: one small read.
-    SPACE_RECHECK_S = 30.0
+    SPACE_RECHECK_S = graph_writer.SPACE_RECHECK_S  # a stream above all may outlive a move
 
     def __init__(self, neo: Neo4jSettings, embedder: EmbedderSettings) -> None:
         self._neo = neo

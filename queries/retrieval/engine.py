@@ -30,7 +30,7 @@ import neo4j
 from neo4j.exceptions import Neo4jError
 
 from trajgraph.errors import ConfigError, GraphError, NotFoundError
-from trajgraph.graph import cypher, ids
+from trajgraph.graph import cypher, ids, writer
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space_and_unstamped, space_mismatch
@@ -107,8 +107,8 @@ class Retrieval:
 
 
 # A long-running server notices that `trajgraph reembed` moved the graph to another model
-# (its vectors then compare with none of the graph's) this soon: one small read per period.
-SPACE_RECHECK_S = 30.0
+# (its vectors then compare with none of the graph's) this soon.
+SPACE_RECHECK_S = writer.SPACE_RECHECK_S
 
 
 class Retriever:

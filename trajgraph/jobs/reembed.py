@@ -33,7 +33,7 @@ from trajgraph.errors import ConfigError, GraphError
 from trajgraph.graph import cypher
 from trajgraph.graph.connection import graph_errors, open_driver
 from trajgraph.graph.embedders import Embedder, dimension, state_text, turn_text
-from trajgraph.graph.writer import embedding_space, ensure_embedding_space
+from trajgraph.graph.writer import embedding_space, ensure_embedding_space, stale_vectors
 from trajgraph.settings import Settings
 
 PAGE = 500
@@ -80,7 +80,7 @@ def reembed(
     if (
         space == (embedder.name, dim)
         and unfinished is None
-        and not _stale(driver, database, embedder.name, dim)
+        and not stale_vectors(driver, database, embedder.name, dim)
     ):
         return Reembedded(space[0], embedder.name, dim)
     # Moving back to where an unfinished move started: the vectors to replace are space[0]'s.
@@ -119,7 +119,7 @@ def reembed(
         lambda n: say(f"  {n} states"),
     )
     ensure_embedding_space(driver, database, embedder.name, dim)
-    left = _stale(driver, database, embedder.name, dim)
+    left = stale_vectors(driver, database, embedder.name, dim)
     if left:  # the mark stays: the next run finds these and finishes the move
         raise GraphError(
             f"{left} vectors of another model were written while the graph moved to "
@@ -130,19 +130,6 @@ def reembed(
         driver.execute_query(cypher.FINISH_EMBEDDING_SPACE, model=embedder.name, database_=database)
     done.seconds = time.monotonic() - started
     return done
-
-
-def _stale(driver: neo4j.Driver, database: str, model: str, dim: int) -> int:
-    """Vectors ``model`` did not make: another size, another model's stamp or none."""
-    with graph_errors("checking which model made the vectors"):
-        rec = driver.execute_query(
-            cypher.STALE_VECTORS,
-            model=model,
-            dim=dim,
-            database_=database,
-            routing_=neo4j.RoutingControl.READ,
-        ).records[0]
-    return int(rec["n"])
 
 
 def _pages(
