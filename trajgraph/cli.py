@@ -42,6 +42,7 @@ commands:
   cypher NAME            run a query of the analyst library (queries/*.cypher)
   eval PATHS...          score retrieval against baselines on episodes with known answers
                          (--synthetic for generated ones; --plot PNG; --judge with an LLM)
+  eval --compare A B     two saved evaluations: the gap per capability, with its interval
   neo4j fetch|start|stop|status
                          manage the local Neo4j Community server (the embedded default)
   demo                   start Neo4j, ingest a sample trajectory, print a why-chain

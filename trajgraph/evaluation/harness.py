@@ -18,6 +18,7 @@ over the whole trajectory), ``bm25`` over turns, ``embedding_topk`` over turns, 
     trajgraph eval ../shared/ama-dev --budget 2000 [--markdown]   # AMA-Bench files as they are
     trajgraph eval --synthetic --horizons 8000 32000 --seeds 1    # synthetic needle recall
     trajgraph eval DIR --keep-tenant eval-dev   # keep the ingested graph for the next run
+    trajgraph eval --compare A.json B.json      # two --save files: the gap and its interval
 """
 
 from __future__ import annotations
@@ -230,7 +231,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--save", type=Path, help="write every scored row, with its context, to this JSON file"
     )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("A.json", "B.json"),
+        help="compare two --save files question by question: A - B per capability with a "
+        "95%% interval (trajgraph/evaluation/compare.py); runs nothing",
+    )
+    p.add_argument(
+        "--compare-methods",
+        nargs="+",
+        metavar="METHOD",
+        help="with --compare: A's method and B's (one name for both; default trajgraph_auto)",
+    )
+    p.add_argument(
+        "--metric",
+        default="coverage",
+        choices=("coverage", "answer_turn_recall", "needle_recall", "accuracy"),
+        help="with --compare (default: coverage)",
+    )
+    p.add_argument("--by", choices=("type", "domain"), default="type", help="with --compare")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.01,
+        help="with --compare: a gap is 'within' it only if its whole interval is",
+    )
     args = p.parse_args(argv)
+    compare_only = {
+        "--compare-methods": args.compare_methods is not None,
+        "--metric": args.metric != "coverage",
+        "--by": args.by != "type",
+        "--tolerance": args.tolerance != 0.01,
+    }
+    if not args.compare and any(compare_only.values()):
+        given = ", ".join(k for k, v in compare_only.items() if v)
+        p.error(f"{given}: only with --compare")
+    if args.compare:
+        if args.paths or args.synthetic:
+            p.error("--compare reads two saved files and runs nothing: give no episodes")
+        if args.compare_methods and len(args.compare_methods) > 2:
+            p.error("--compare-methods takes A's method and B's")
+        if not 0 < args.tolerance < 1:
+            p.error("--tolerance is a share between 0 and 1")
+        from trajgraph.evaluation import compare
+
+        print(
+            compare.main(
+                args.compare,
+                args.compare_methods,
+                metric=args.metric,
+                key=args.by,
+                tolerance=args.tolerance,
+            )
+        )
+        return 0
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
     settings = settings_mod.load()
     if args.synthetic:

@@ -56,6 +56,8 @@ def test_the_report_checks_coverage_against_minilm_and_lists_answer_turn_recall(
     def result(cov: float, atr: float | None) -> dict[str, Any]:
         rows = [
             {
+                "episode": "ep",
+                "question": "q",
                 "method": "trajgraph_auto",
                 "type": "recall",
                 "coverage": cov,
@@ -70,10 +72,12 @@ def test_the_report_checks_coverage_against_minilm_and_lists_answer_turn_recall(
             "peak_mib": 300.0,
             "coverage": coverage_table(rows),
             "answer_turn_recall": coverage_table(rows, "answer_turn_recall"),
+            "rows": rows,
         }
 
     out = report({"local": result(0.5, 1.0), "static": result(0.48, None)}, "local")
     assert "static: lowest difference to local -0.020 (NOT within 0.01" in out
+    assert "recall: -0.020 - one episode: no interval" in out  # one episode: no spread
     atr = out.split("answer turn recall, trajgraph_auto")[1]
     assert "1.000" in atr and "lowest difference" not in atr  # the goal is on coverage
     assert atr.splitlines()[-1].split() == ["static", "-", "-"]  # no step in its answers
