@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from trajgraph.errors import InputError
-from trajgraph.evaluation.episodes import CAPABILITY_ORDER
+from trajgraph.evaluation.report import group_order
 
 RESAMPLES = 20_000  # the interval's ends move by about 0.001 between seeds at this count
 CHUNK = 2_000  # resamples drawn at once: memory stays flat however many episodes
@@ -128,10 +128,8 @@ def paired(
         (va, row), (vb, _) = a[q], b[q]
         groups[_group(row.get(key))].append((q[0], va, vb))  # A's group, should they differ
         overall.append((q[0], va, vb))
-    ordered = [g for g in CAPABILITY_ORDER if g in groups]
-    ordered += sorted(set(groups) - set(ordered))
     # A generator per group: a group's interval does not depend on which groups came first.
-    gaps = [_gap(g, groups[g], np.random.default_rng(SEED)) for g in ordered]
+    gaps = [_gap(g, groups[g], np.random.default_rng(SEED)) for g in group_order(groups)]
     if overall:
         gaps.append(_gap("overall", overall, np.random.default_rng(SEED)))
     return gaps, unpaired

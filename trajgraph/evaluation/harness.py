@@ -259,15 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --compare: a gap is 'within' it only if its whole interval is",
     )
     args = p.parse_args(argv)
-    compare_only = {
-        "--compare-methods": args.compare_methods is not None,
-        "--metric": args.metric != "coverage",
-        "--by": args.by != "type",
-        "--tolerance": args.tolerance != 0.01,
-    }
-    if not args.compare and any(compare_only.values()):
-        given = ", ".join(k for k, v in compare_only.items() if v)
-        p.error(f"{given}: only with --compare")
+    compare_only = ("compare_methods", "metric", "by", "tolerance")
+    given = [
+        f"--{d.replace('_', '-')}" for d in compare_only if getattr(args, d) != p.get_default(d)
+    ]
+    if not args.compare and given:
+        p.error(f"{', '.join(given)}: only with --compare")
     if args.compare:
         if args.paths or args.synthetic:
             p.error("--compare reads two saved files and runs nothing: give no episodes")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,14 @@ def _means(rows: list[dict[str, Any]], metric: str, key: str) -> dict[tuple[str,
 
 
 def _columns(rows: list[dict[str, Any]], key: str, metric: str) -> list[str]:
-    present = {str(r.get(key, "-")) for r in rows if r.get(metric) is not None}
-    ordered = [c for c in CAPABILITY_ORDER if c in present]
-    return ordered + sorted(present - set(ordered))
+    return group_order({str(r.get(key, "-")) for r in rows if r.get(metric) is not None})
+
+
+def group_order(present: Iterable[str]) -> list[str]:
+    """Capabilities in their usual order, then anything else (domains) alphabetically."""
+    names = set(present)
+    ordered = [c for c in CAPABILITY_ORDER if c in names]
+    return ordered + sorted(names - set(ordered))
 
 
 def table(rows: list[dict[str, Any]], metric: str = "needle_recall", key: str = "type") -> str:
