@@ -120,7 +120,7 @@ class LLMReplyError(LLMError):
 EXIT_OK = 0
 EXIT_FAILED = 1  # transient or internal (Neo4j or the LLM unavailable, a crash): rerun
 EXIT_CONFIG = 2  # the caller must change something: configuration, input, a name not found
-EXIT_PARTIAL = 3  # (ingest) finished, but records were dead-lettered or windows degraded
+EXIT_PARTIAL = 3  # (ingest, stream) finished, but records were dead-lettered or windows degraded
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """``trajgraph stream``: the streaming pipeline (pipelines/stream.py), then its counters and
-dead-letter file as JSON on stdout (exit 0; errors reach the CLI's one-line report)."""
+dead-letter file as JSON on stdout. Exit codes are ingest's (jobs/summary.py): 0 ok, 3 when
+it finished with records dead-lettered or windows failed or degraded, and errors reach the
+CLI's one-line report."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from trajgraph import settings as settings_mod
 from trajgraph.errors import one_line
+from trajgraph.jobs.summary import EXIT_OK, EXIT_PARTIAL, partial_counts
 from trajgraph.pipelines import progress
 from trajgraph.pipelines import stream as pipeline
 from trajgraph.pipelines.preflight import check_graph
@@ -57,5 +60,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         failed = {**progress.snapshot(), "status": "failed", "error": one_line(e)}
         print(json.dumps(failed, indent=2, default=str), file=sys.stdout)
         raise
-    print(json.dumps({**summary, "status": "ok"}, indent=2, default=str), file=sys.stdout)
-    return 0
+    partial = partial_counts(summary)
+    status = "partial" if partial else "ok"
+    print(json.dumps({**summary, "status": status}, indent=2, default=str), file=sys.stdout)
+    if not partial:
+        return EXIT_OK
+    # As for a nightly ingest: a scheduler sees that something needs a look without
+    # parsing the JSON (each such record is in the dead-letter output with its reason).
+    counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in partial.items())
+    print(
+        f"trajgraph: stream finished partial ({counts}); the reasons are in "
+        f"{summary['dead_letter_path']}",
+        file=sys.stderr,
+    )
+    return EXIT_PARTIAL

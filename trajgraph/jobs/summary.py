@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,15 @@ EXIT_CONFIG = errors.EXIT_CONFIG  # bad flags, settings or inputs (no file match
 EXIT_PARTIAL = errors.EXIT_PARTIAL  # finished, but records were dead-lettered or windows degraded
 EXIT_INTERRUPTED = 130  # SIGINT
 EXIT_TERMINATED = 143  # SIGTERM (e.g. a CronJob's deadline)
+
+# Pipeline counters that make a run that finished "partial" (exit 3) instead of "ok", for
+# `trajgraph ingest` and `trajgraph stream` alike.
+PARTIAL_COUNTERS = ("dead_lettered", "windows_failed", "windows_degraded", "embed_failed")
+
+
+def partial_counts(counters: Mapping[str, Any]) -> dict[str, int]:
+    """The counters of ``counters`` that make a finished run partial, with their values."""
+    return {k: int(counters[k]) for k in PARTIAL_COUNTERS if counters.get(k)}
 
 
 @dataclass
@@ -112,10 +122,14 @@ class IngestSummary:
             )
             self.error_type = "Mismatch"
         elif (
-            self.dead_lettered
-            or self.windows_failed
-            or self.windows_degraded
-            or self.counters.get("embed_failed")
+            partial_counts(
+                {
+                    **self.counters,
+                    "dead_lettered": self.dead_lettered,
+                    "windows_failed": self.windows_failed,
+                    "windows_degraded": self.windows_degraded,
+                }
+            )
             or self.files_retry
             or self.stale_vectors
         ):

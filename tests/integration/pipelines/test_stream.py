@@ -142,7 +142,14 @@ def test_stream_source_must_exist(bad: str, neo4j_settings: Settings) -> None:
         stream.run([f"/nonexistent/{bad}"], settings=neo4j_settings)
 
 
-def test_stream_from_stdin(driver: Any, neo4j_settings: Settings, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("bad_line", "code", "status"), [("", 0, "ok"), ("{broken\n", 3, "partial")]
+)
+def test_stream_from_stdin(
+    bad_line: str, code: int, status: str, driver: Any, neo4j_settings: Settings, tmp_path: Path
+) -> None:
+    """Events piped in reach the graph; a line that is no event is dead-lettered, the rest
+    still arrive, and the stream exits 3 (partial) like an ingest that dead-lettered."""
     import os
     import subprocess
     import sys
@@ -166,13 +173,15 @@ def test_stream_from_stdin(driver: Any, neo4j_settings: Settings, tmp_path: Path
     try:
         proc = subprocess.run(
             [str(exe), "stream", "-", "--duration", "8", "--dead-letter", str(tmp_path / "dl")],
-            input="".join(json.dumps(e) + "\n" for e in events),
+            input=bad_line + "".join(json.dumps(e) + "\n" for e in events),
             text=True,
             env=env,
             capture_output=True,
             timeout=120,
         )
-        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.returncode == code, proc.stderr[-2000:]
+        assert json.loads(proc.stdout)["status"] == status
+        assert ("dead lettered 1" in proc.stderr) == bool(bad_line), proc.stderr[-2000:]
         row = driver.execute_query(
             "MATCH (t:Trajectory {tenant: $t, id: 'piped'}) RETURN t.turn_count AS n, "
             "t.outcome AS outcome, t.source AS source",

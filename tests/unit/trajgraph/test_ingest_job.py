@@ -66,6 +66,45 @@ def test_exit_codes_of_finished_runs(changes: dict[str, Any], status: str, code:
 
 
 @pytest.mark.parametrize(
+    ("counters", "status", "code"),
+    [
+        ({"records": 5, "dead_lettered": 0, "windows_degraded": 0}, "ok", 0),
+        ({"records": 5, "dead_lettered": 1}, "partial", 3),
+        ({"records": 5, "windows_failed": 2}, "partial", 3),
+        ({"records": 5, "windows_degraded": 2}, "partial", 3),
+        ({"records": 5, "embed_failed": 1}, "partial", 3),
+    ],
+)
+def test_a_stream_that_ended_exits_like_an_ingest(
+    counters: dict[str, int],
+    status: str,
+    code: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from trajgraph.jobs import stream
+
+    def ended(argv: Any) -> dict[str, Any]:
+        return {**counters, "dead_letter_path": "/var/dl/dead-letter.jsonl"}
+
+    monkeypatch.setattr(stream, "run", ended)
+    assert stream.main(["live/"]) == code
+    out = capsys.readouterr()
+    assert json.loads(out.out)["status"] == status
+    if code:  # one line naming the counts and where their reasons are
+        (line,) = out.err.splitlines()
+        assert line.startswith("trajgraph: stream finished partial (")
+        assert "/var/dl/dead-letter.jsonl" in line
+        assert all(
+            f"{k.replace('_', ' ')} {v}" in line
+            for k, v in counters.items()
+            if v and k != "records"
+        )
+    else:
+        assert out.err == ""
+
+
+@pytest.mark.parametrize(
     ("error", "status", "code"),
     [
         (ConfigError("bad budget"), "error", 2),
