@@ -1,4 +1,5 @@
-"""SIGTERM and SIGINT end an ingest with its summary and metrics (exit 143 / 130).
+"""SIGTERM and SIGINT end an ingest or a stream with its summary (exit 143 / 130), without
+a traceback.
 
 Beam runs bundles on the main thread and re-raises what a DoFn raised as a RuntimeError, so
 the exception that reaches the job cannot tell which signal stopped it: the handler records
@@ -8,6 +9,7 @@ the signal in :data:`received` before raising.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -23,6 +25,9 @@ class Terminated(KeyboardInterrupt):
 
 def _stop(signum: int, frame: Any) -> None:
     received.append(signum)
+    # The run ends here, and its summary says why: Beam would also log the interrupted
+    # bundle's traceback as an ERROR (and the driver what the interrupted call left).
+    logging.disable(logging.CRITICAL)
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
@@ -39,3 +44,5 @@ def ending_the_run() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if received:
+            logging.disable(logging.NOTSET)

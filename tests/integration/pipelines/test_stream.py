@@ -5,7 +5,11 @@ batch ingest of the same trajectory (`trajgraph digest`)."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -142,6 +146,18 @@ def test_stream_source_must_exist(bad: str, neo4j_settings: Settings) -> None:
         stream.run([f"/nonexistent/{bad}"], settings=neo4j_settings)
 
 
+def _env(settings: Settings, tenant: str) -> dict[str, str]:
+    neo = settings.neo4j
+    return {
+        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
+        "NEO4J_URI": neo.uri,
+        "NEO4J_USER": neo.user,
+        "NEO4J_PASSWORD": neo.password,
+        "NEO4J_DATABASE": neo.database,
+        "TRAJGRAPH_TENANT": tenant,
+    }
+
+
 @pytest.mark.parametrize(
     ("bad_line", "code", "status"), [("", 0, "ok"), ("{broken\n", 3, "partial")]
 )
@@ -150,20 +166,9 @@ def test_stream_from_stdin(
 ) -> None:
     """Events piped in reach the graph; a line that is no event is dead-lettered, the rest
     still arrive, and the stream exits 3 (partial) like an ingest that dead-lettered."""
-    import os
-    import subprocess
-    import sys
-
     tenant = f"sin-{uuid.uuid4().hex[:6]}"
     neo = neo4j_settings.neo4j
-    env = {
-        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
-        "NEO4J_URI": neo.uri,
-        "NEO4J_USER": neo.user,
-        "NEO4J_PASSWORD": neo.password,
-        "NEO4J_DATABASE": neo.database,
-        "TRAJGRAPH_TENANT": tenant,
-    }
+    env = _env(neo4j_settings, tenant)
     events = [
         {"trajectory_id": "piped", "idx": 1, "action": "cat a.txt", "observation": "hello"},
         {"trajectory_id": "piped", "idx": 0, "action": "ls", "observation": "a.txt"},
@@ -190,3 +195,46 @@ def test_stream_from_stdin(
         assert (row["n"], row["outcome"], row["source"]) == (2, "done", "<stdin>")
     finally:
         governance.delete_tenant(driver, neo.database, tenant)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stopped_stream_prints_its_counters(
+    sig: signal.Signals, code: int, driver: Any, neo4j_settings: Settings, tmp_path: Path
+) -> None:
+    """Ctrl-C, or a supervisor's SIGTERM, ends a stream with what it counted (status
+    interrupted), one line on stderr and ingest's exit code, never a traceback."""
+    tenant = f"sig-{uuid.uuid4().hex[:6]}"
+    live = tmp_path / "live"
+    live.mkdir()
+    event = {"trajectory_id": "stopped", "idx": 0, "action": "ls", "observation": "a.txt"}
+    (live / "events.jsonl").write_text(json.dumps(event) + "\n")
+    exe = Path(sys.executable).with_name("trajgraph")
+    proc = subprocess.Popen(
+        [str(exe), "stream", str(live), "--dead-letter", str(tmp_path / "dl")],
+        env=_env(neo4j_settings, tenant),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell's background job ignores SIGINT; this one must not inherit that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not _turn_in_graph(driver, tenant, "stopped", 0):
+            assert time.monotonic() < deadline and proc.poll() is None, "the turn never arrived"
+            time.sleep(0.2)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == code, err[-2000:]
+        summary = json.loads(out)
+        # The event was parsed in an earlier stage than the write (the turn's own counts are
+        # bumped after its write, so a signal may land between the two).
+        assert summary["status"] == "interrupted" and summary.get("events") == 1, (summary, err)
+        assert summary["dead_letter_path"] == str(tmp_path / "dl" / "dead-letter.jsonl")
+        assert err.strip().splitlines()[-1] == f"trajgraph: stream interrupted by {sig.name}"
+        assert "Traceback" not in err and "ERROR" not in err, err[:2500]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)

@@ -84,7 +84,7 @@ def test_a_stream_that_ended_exits_like_an_ingest(
 ) -> None:
     from trajgraph.jobs import stream
 
-    def ended(argv: Any) -> dict[str, Any]:
+    def ended(argv: Any, **kw: Any) -> dict[str, Any]:
         return {**counters, "dead_letter_path": "/var/dl/dead-letter.jsonl"}
 
     monkeypatch.setattr(stream, "run", ended)
