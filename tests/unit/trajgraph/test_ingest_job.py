@@ -5,6 +5,7 @@ windows the heuristic stood in for because the server did not answer."""
 from __future__ import annotations
 
 import json
+import logging
 import signal
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,22 @@ def test_a_signal_wrapped_by_beam_still_counts_as_the_signal() -> None:
         assert (s.status, s.exit_code, s.error) == ("interrupted", 143, "terminated by SIGTERM")
     finally:
         signals.received.clear()
+
+
+def test_a_signal_silences_logging_until_the_run_is_over(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Beam logs the bundle a signal interrupted, traceback and all: the run's summary says
+    what happened, so nothing is logged from the signal to the end of the run."""
+    log = logging.getLogger("apache_beam.runners.common")
+    with signals.ending_the_run():
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        log.error("KeyboardInterrupt [while running 'Write graph']")
+    assert signals.received == [signal.SIGINT]
+    log.error("the next run logs again")
+    assert [r.getMessage() for r in caplog.records] == ["the next run logs again"]
+    signals.received.clear()
 
 
 def test_error_text_names_the_lost_connection_under_beams_wrapping() -> None:
