@@ -23,6 +23,8 @@ def _where(element: Any) -> tuple[str, str, str]:
         else:
             preview = json.dumps(payload, ensure_ascii=False, default=str)[:PREVIEW_CHARS]
         return element.source, element.locator, preview
+    if isinstance(element, str):  # a listed file's path (transforms.StatFileFn)
+        return element, "file", ""
     metadata = getattr(element, "metadata", None)  # fileio.ReadableFile
     if metadata is not None and hasattr(metadata, "path"):
         return str(metadata.path), "file", ""

@@ -17,6 +17,7 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from trajgraph.errors import GraphError, InputError
@@ -69,6 +70,20 @@ def _is_line_format(path: str, fmt: str | None) -> bool:
     )
 
 
+class StatFileFn(beam.DoFn):
+    """A listed file's metadata, found by its exact name.
+
+    The paths were matched already (``preflight.expand_paths``); Beam's ``MatchAll`` would
+    read ``[``, ``*`` and ``?`` in a file's name as a glob again, so ``run[1].json`` read
+    ``run1.json`` instead, or nothing at all, without a dead letter."""
+
+    def process(self, path: str) -> Iterator[Any]:
+        try:
+            yield FileSystems.get_filesystem(path).metadata(path)
+        except Exception as e:  # BeamIOError: gone or unreadable since it was listed
+            raise InputError(f"cannot read the file: {e}", source=path, locator="file") from e
+
+
 class ReadLogRecords(beam.PTransform):
     """File paths → RawRecords; files that cannot be split go to ``bad``."""
 
@@ -79,20 +94,22 @@ class ReadLogRecords(beam.PTransform):
         self._max = max_record_bytes
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> Any:
-        files = (
+        found, missing = (
             pbegin
             | "Create paths" >> beam.Create(self._paths)
-            | "Match files" >> fileio.MatchAll()
-            | "Open files" >> fileio.ReadMatches()
+            | "Find files" >> beam.ParDo(StatFileFn()).with_exception_handling()
         )
         good, bad = (
-            files
+            found
+            | "Open files" >> fileio.ReadMatches()
             | "Split files into records"
             >> beam.ParDo(SplitFileFn(self._fmt, self._max)).with_exception_handling()
         )
         return {
             "records": good,
-            "bad": bad | "Describe read failures" >> beam.Map(describe_failure, "read"),
+            "bad": (missing, bad)
+            | "Flatten read failures" >> beam.Flatten()
+            | "Describe read failures" >> beam.Map(describe_failure, "read"),
         }
 
 

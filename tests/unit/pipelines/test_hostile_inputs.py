@@ -1,0 +1,56 @@
+"""Hostile inputs to the read side of ingest: every record ends in the graph or in a dead
+letter naming its file and record, without a crash, and no dead-letter row echoes a secret.
+Each test builds its inputs from small synthetic records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from trajgraph.pipelines.transforms import ReadLogRecords
+
+
+def _canonical(tid: str) -> dict[str, Any]:
+    return {"id": tid, "task": "t", "turns": [{"idx": 0, "action": "ls", "observation": "x"}]}
+
+
+def _line(tid: str) -> str:
+    return json.dumps(_canonical(tid)) + "\n"
+
+
+def test_file_names_with_glob_characters_are_read_as_themselves(tmp_path: Path) -> None:
+    # Beam's MatchAll reads [ ] * ? in a listed path as a glob: "run[1].jsonl" matched only
+    # "run1.jsonl" (or nothing, silently), so the file was never read nor dead-lettered.
+    names = {"run[1].jsonl": "bracket", "a*b?.jsonl": "star", "run1.jsonl": "decoy"}
+    for name, tid in names.items():
+        (tmp_path / name).write_text(_line(tid), encoding="utf-8")
+    paths = [str(tmp_path / n) for n in ("run[1].jsonl", "a*b?.jsonl")]
+    with BeamTestPipeline() as p:
+        read = p | ReadLogRecords(paths, None, 1 << 20)
+        assert_that(
+            read["records"] | beam.Map(lambda r: (Path(r.source).name, r.locator)),
+            equal_to([("run[1].jsonl", "line 1"), ("a*b?.jsonl", "line 1")]),
+            label="records",
+        )
+        assert_that(read["bad"], equal_to([]), label="bad")
+
+
+def test_a_listed_file_gone_before_it_is_read_is_a_dead_letter(tmp_path: Path) -> None:
+    there = tmp_path / "there.jsonl"
+    there.write_text(_line("there"), encoding="utf-8")
+    gone = str(tmp_path / "gone.jsonl")  # listed, then removed before the read
+    with BeamTestPipeline() as p:
+        read = p | ReadLogRecords([str(there), gone], None, 1 << 20)
+        assert_that(
+            read["records"] | beam.Map(lambda r: r.source), equal_to([str(there)]), label="ok"
+        )
+        assert_that(
+            read["bad"] | beam.Map(lambda d: (d["stage"], d["source"], d["locator"])),
+            equal_to([("read", gone, "file")]),
+            label="bad",
+        )
