@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from trajgraph.errors import InputError
+from trajgraph.pipelines import dead_letter
+from trajgraph.pipelines.adapters import normalize
+from trajgraph.pipelines.adapters.base import RawRecord
 from trajgraph.pipelines.transforms import ReadLogRecords
 
 
@@ -54,3 +59,32 @@ def test_a_listed_file_gone_before_it_is_read_is_a_dead_letter(tmp_path: Path) -
             equal_to([("read", gone, "file")]),
             label="bad",
         )
+
+
+KEY = "sk-proj-" + "Z" * 30
+PASSWORD = "hunter2-" + "q" * 12
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        f'{{"id": "x", "api_key": "{KEY}", "password": "{PASSWORD}", "turns": 5}}'.encode(),
+        f'{{"action": "curl -H \'Authorization: Bearer {KEY}\'", "password={PASSWORD}'.encode(),
+        # the key straddles the preview's cut: no prefix of it survives either
+        b"x" * (dead_letter.PREVIEW_CHARS - 16) + f" {KEY} password={PASSWORD}".encode(),
+    ],
+)
+def test_dead_letter_previews_never_echo_credentials(payload: bytes) -> None:
+    record = RawRecord("/logs/a.jsonl", "line 3", None, payload)
+    try:
+        normalize(record)
+    except InputError as e:
+        error: Exception = e
+    else:  # pragma: no cover - every payload here is refused
+        raise AssertionError("the record was accepted")
+    row = dead_letter.from_exception("normalize", (record, (type(error), repr(error), None)))
+    text = dead_letter.to_json_line(row)
+    assert (row["source"], row["locator"]) == ("/logs/a.jsonl", "line 3")
+    assert row["preview"]  # still shows the record, masked
+    for secret in (KEY, PASSWORD, KEY[:12], PASSWORD[:10]):
+        assert secret not in text
