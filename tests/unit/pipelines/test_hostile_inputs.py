@@ -15,8 +15,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from trajgraph.errors import InputError
 from trajgraph.pipelines import dead_letter
-from trajgraph.pipelines.adapters import normalize
-from trajgraph.pipelines.adapters.base import RawRecord
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.pipelines.adapters.base import LineFile, RawRecord
+from trajgraph.pipelines.adapters.detect import sniff_line_file
+from trajgraph.pipelines.streaming import Line, parse_event
 from trajgraph.pipelines.transforms import ReadLogRecords
 
 
@@ -88,3 +90,38 @@ def test_dead_letter_previews_never_echo_credentials(payload: bytes) -> None:
     assert row["preview"]  # still shows the record, masked
     for secret in (KEY, PASSWORD, KEY[:12], PASSWORD[:10]):
         assert secret not in text
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # deeper than any recursive parser goes
+
+
+def test_a_deeply_nested_first_line_fails_alone_and_the_lines_after_it_land() -> None:
+    # The first lines decide whether a JSONL file is one session; one line too deep to parse
+    # used to fail the whole file as one record, and the lines after it were never counted.
+    data = f'{{"id": "deep", "x": {DEEP}}}\n{_line("after-1")}{_line("after-2")}'.encode()
+    records = list(split_records("/logs/a.jsonl", data))
+    assert [r.locator for r in records] == ["line 1", "line 2", "line 3"]
+    with pytest.raises(InputError, match=r"/logs/a\.jsonl \[line 1\]: .*nested too deeply"):
+        normalize(records[0])
+    assert [normalize(r)[0]["id"] for r in records[1:]] == ["after-1", "after-2"]
+
+
+def test_a_deeply_nested_json_file_is_a_clear_input_error() -> None:
+    with pytest.raises(InputError, match=r"/logs/a\.json: .*nested too deeply"):
+        list(split_records("/logs/a.json", DEEP.encode()))
+
+
+def test_a_deeply_nested_line_in_a_session_file_is_a_bad_line() -> None:
+    session = {"type": "user", "sessionId": "s1", "uuid": "u1", "message": {"content": "hi"}}
+    data = (json.dumps(session) + "\n" + DEEP + "\n" + json.dumps(session) + "\n").encode()
+    (record,) = split_records("/logs/s.jsonl", data)
+    assert record.format == "claude-code"
+    assert isinstance(record.payload, LineFile)
+    normalize(record)  # the deep line is one bad line of the session, not a crash
+
+
+def test_a_deeply_nested_stream_event_is_one_bad_line() -> None:
+    # The stream's reader sniffs a file's first lines: a deep one stopped the whole stream.
+    assert sniff_line_file(f"{DEEP}\n".encode()) is None
+    with pytest.raises(InputError, match=r"/live/a\.jsonl \[line 1\]: .*nested too deeply"):
+        parse_event(Line("/live/a.jsonl", "line 1", DEEP.encode()), "default")
