@@ -42,7 +42,7 @@ import apache_beam as beam
 from apache_beam.coders import PickleCoder, VarIntCoder
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
-from trajgraph.errors import InputError
+from trajgraph.errors import InputError, SchemaValidationError
 from trajgraph.graph.rows import GraphRows
 from trajgraph.pipelines import dead_letter, files, progress
 from trajgraph.pipelines.adapters import normalize
@@ -50,7 +50,7 @@ from trajgraph.pipelines.adapters.base import LineFile, Located, RawRecord, pars
 from trajgraph.pipelines.adapters.detect import sniff_line_file
 from trajgraph.pipelines.transforms import NS, WriteGraph
 from trajgraph.schemas.ids import id_problem
-from trajgraph.schemas.trajectory import max_turn_idx
+from trajgraph.schemas.trajectory import max_turn_idx, validate
 from trajgraph.settings import Neo4jSettings
 
 EVENT_TYPES = ("turn", "header", "footer")
@@ -243,10 +243,35 @@ def parse_event(line: Line, default_tenant: str) -> dict[str, Any]:
     tenant = ev.get("tenant") or default_tenant
     if not isinstance(tenant, str):
         raise fail("tenant must be a string")
+    problem = body_problem(kind, tid, {k: v for k, v in ev.items() if k not in _ENVELOPE})
+    if problem is not None:  # held, it would fail every later emission of its trajectory
+        raise fail(f"bad {kind} event: {problem}")
     return {**ev, "type": kind, "tenant": tenant, "source": line.source, "locator": line.locator}
 
 
 _ENVELOPE = frozenset({"type", "tenant", "trajectory_id", "source", "locator"})
+
+
+def body_problem(kind: str, tid: str, body: dict[str, Any]) -> str | None:
+    """What the contract refuses in one event's fields (None: nothing), judged by validating
+    the smallest trajectory that holds them, as :func:`trajectory_of` would place them. A
+    turn event may leave out ``action`` or ``observation`` (a later event for its index
+    replaces it); what it gives must have the contract's type."""
+    probe: dict[str, Any] = {"id": tid, "task": "", "format": "stream", "turns": []}
+    if kind == "turn":
+        probe["turns"] = [{"action": "", "observation": "", **body}]
+    elif kind == "header":
+        probe.update({k: v for k, v in body.items() if k not in ("id", "turns")})
+    elif "outcome" in body:
+        probe["outcome"] = body["outcome"]
+    probe["source"] = probe.get("source") or "event"  # filled like a canonical record's
+    if probe.get("metadata") is None:
+        probe["metadata"] = {}
+    try:
+        validate(probe)
+    except SchemaValidationError as e:
+        return e.reason.replace("turns/0/", "").replace("at turns/0:", "at the turn:")
+    return None
 
 
 def apply_event(rec: dict[str, Any], ev: dict[str, Any]) -> bool:

@@ -18,8 +18,9 @@ from trajgraph.pipelines import dead_letter
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import LineFile, RawRecord
 from trajgraph.pipelines.adapters.detect import sniff_line_file
-from trajgraph.pipelines.streaming import Line, parse_event
+from trajgraph.pipelines.streaming import Line, apply_event, parse_event, trajectory_of
 from trajgraph.pipelines.transforms import ReadLogRecords
+from trajgraph.schemas.trajectory import validate
 
 
 def _canonical(tid: str) -> dict[str, Any]:
@@ -125,3 +126,54 @@ def test_a_deeply_nested_stream_event_is_one_bad_line() -> None:
     assert sniff_line_file(f"{DEEP}\n".encode()) is None
     with pytest.raises(InputError, match=r"/live/a\.jsonl \[line 1\]: .*nested too deeply"):
         parse_event(Line("/live/a.jsonl", "line 1", DEEP.encode()), "default")
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"idx": 1, "action": 5, "observation": "o"},
+        {"idx": 1, "action": "a", "observation": None},
+        {"idx": 1, "action": "a", "observation": "o", "reward": "high"},
+        {"idx": 1, "action": "a", "observation": "o", "timestamp": 17},
+        {"idx": 1, "action": "a", "observation": "o", "extra": 1},
+        {"idx": 1, "action": ["ls"], "observation": "o"},
+        {"type": "header", "task": ["fix"]},
+        {"type": "header", "metadata": "not an object"},
+        {"type": "header", "format": "zzz"},
+        {"type": "header", "unknown": 1},
+        {"type": "footer", "outcome": 3},
+    ],
+)
+def test_one_bad_event_is_dead_lettered_alone_and_does_not_poison_its_trajectory(
+    event: dict[str, Any],
+) -> None:
+    # docs/streaming.md: a bad line is dead-lettered at once, "so one bad event cannot poison
+    # every later emission of its trajectory". A turn with a wrong type used to be held: every
+    # later good line of the trajectory was then dead-lettered (with that line's locator and
+    # the bad line's reason) and the graph kept the trajectory as it was before it.
+    good = [
+        {"idx": 0, "action": "a0", "observation": "o0"},
+        {"type": "header", "task": "fix it", "metadata": {"model": "m"}},
+        {"idx": 2, "action": "a2", "observation": "o2"},
+        {"type": "footer", "outcome": "done"},
+    ]
+    lines = [*good[:2], event, *good[2:]]
+    rec: dict[str, Any] = {"turns": {}, "header": {}, "footer": {}}
+    for n, body in enumerate(lines, start=1):
+        line = Line(
+            "/live/a.jsonl", f"line {n}", json.dumps({"trajectory_id": "t", **body}).encode()
+        )
+        if body is event:
+            with pytest.raises(InputError, match=r"/live/a\.jsonl \[line 3\]: bad \w+ event"):
+                parse_event(line, "default")
+            continue
+        apply_event(rec, parse_event(line, "default"))
+    (traj,) = normalize(
+        RawRecord("/live/a.jsonl", "line 5", "canonical", trajectory_of(("default", "t"), rec))
+    )
+    validate(traj)
+    assert ([t["idx"] for t in traj["turns"]], traj["task"], traj["outcome"]) == (
+        [0, 2],
+        "fix it",
+        "done",
+    )
