@@ -151,7 +151,7 @@ def test_one_bad_event_is_dead_lettered_alone_and_does_not_poison_its_trajectory
     # every later emission of its trajectory". A turn with a wrong type used to be held: every
     # later good line of the trajectory was then dead-lettered (with that line's locator and
     # the bad line's reason) and the graph kept the trajectory as it was before it.
-    good = [
+    good: list[dict[str, Any]] = [
         {"idx": 0, "action": "a0", "observation": "o0"},
         {"type": "header", "task": "fix it", "metadata": {"model": "m"}},
         {"idx": 2, "action": "a2", "observation": "o2"},
