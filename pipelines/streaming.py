@@ -117,12 +117,19 @@ class TailSourceFn(beam.DoFn):
         if self._source == STDIN:
             yield from _drain_stdin()
             return
-        state: dict[str, tuple[int, int, str]] = offsets.read() or {}
+        state: dict[str, tuple[int, int, str, tuple[int, int]]] = offsets.read() or {}
         for path in source_files(self._source):
             name = str(path)
-            pos, lineno, kind = state.get(name, (0, 0, ""))
+            pos, lineno, kind, known = state.get(name, (0, 0, "", (0, 0)))
             try:
                 with path.open("rb") as f:
+                    st = os.fstat(f.fileno())
+                    identity = (st.st_dev, st.st_ino)
+                    if pos and (identity != known or st.st_size < pos):
+                        # Another file under this name (rotated, or truncated in place):
+                        # read it from its start, as a restart would, not from the old offset.
+                        pos, lineno, kind = 0, 0, ""
+                        _forget_session(sessions, name)
                     f.seek(pos)
                     data = f.read()
             except OSError as e:
@@ -145,8 +152,18 @@ class TailSourceFn(beam.DoFn):
                     lineno += 1
                     if raw.strip():
                         yield Line(name, f"line {lineno}", raw)
-            state[name] = (pos + end + 1, lineno, kind)
+            state[name] = (pos + end + 1, lineno, kind, identity)
         offsets.write(state)
+
+
+def _forget_session(sessions: Any, source: str) -> None:
+    """Drop the lines held for a session file that was replaced (its versions stay, so the
+    new file's trajectories still supersede what was written)."""
+    held = sessions.read() or {}
+    if source in held:
+        held[source]["data"] = b""
+        held[source]["hashes"] = {}
+        sessions.write(held)
 
 
 def _session_trajectories(

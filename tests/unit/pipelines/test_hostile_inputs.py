@@ -18,7 +18,13 @@ from trajgraph.pipelines import dead_letter
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import LineFile, RawRecord
 from trajgraph.pipelines.adapters.detect import sniff_line_file
-from trajgraph.pipelines.streaming import Line, apply_event, parse_event, trajectory_of
+from trajgraph.pipelines.streaming import (
+    Line,
+    TailSourceFn,
+    apply_event,
+    parse_event,
+    trajectory_of,
+)
 from trajgraph.pipelines.transforms import ReadLogRecords
 from trajgraph.schemas.trajectory import validate
 
@@ -177,3 +183,47 @@ def test_one_bad_event_is_dead_lettered_alone_and_does_not_poison_its_trajectory
         "fix it",
         "done",
     )
+
+
+class _State:
+    """A DoFn state cell: what the runner hands a stateful DoFn's process()."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def read(self) -> Any:
+        return self.value
+
+    def write(self, value: Any) -> None:
+        self.value = value
+
+
+def _event(tid: str, idx: int, pad: str = "") -> str:
+    return json.dumps({"trajectory_id": tid, "idx": idx, "action": "a" + pad, "observation": "o"})
+
+
+def test_a_file_replaced_while_streamed_is_read_again_from_its_start(tmp_path: Path) -> None:
+    # Log rotation (or an editor's save) puts a new file under the followed name. The reader
+    # kept the old file's byte offset: a shorter new file was never read (its lines lost
+    # without a dead letter), a longer one was read from the middle of a line.
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(_event("old", i, "x" * 200) + "\n" for i in range(3)))
+    reader, offsets, sessions = TailSourceFn(str(tmp_path)), _State(), _State()
+
+    def poll() -> list[tuple[str, str]]:
+        return [
+            (json.loads(x.data)["trajectory_id"], x.locator)
+            for x in reader.process(None, offsets, sessions)
+            if isinstance(x, Line)
+        ]
+
+    assert poll() == [("old", "line 1"), ("old", "line 2"), ("old", "line 3")]
+    fresh = tmp_path / "fresh.tmp"
+    fresh.write_text(_event("new", 0) + "\n")
+    fresh.replace(live)  # a new file (inode) under the same name, shorter than the offset
+    assert poll() == [("new", "line 1")]
+    with live.open("a") as f:
+        f.write(_event("new", 1) + "\n")
+    assert poll() == [("new", "line 2")]
+    live.write_text(_event("cut", 0) + "\n")  # truncated in place, then written again
+    assert poll() == [("cut", "line 1")]
