@@ -76,6 +76,8 @@ _SESSIONS = ReadModifyWriteStateSpec("sessions", PickleCoder())
 _SESSIONS_PARAM = beam.DoFn.StateParam(_SESSIONS)
 _RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
 _RECORD_PARAM = beam.DoFn.StateParam(_RECORD)
+_FAILING = ReadModifyWriteStateSpec("failing", PickleCoder())
+_FAILING_PARAM = beam.DoFn.StateParam(_FAILING)
 _WRITTEN = ReadModifyWriteStateSpec("written", VarIntCoder())
 _WRITTEN_PARAM = beam.DoFn.StateParam(_WRITTEN)
 
@@ -90,7 +92,7 @@ def source_files(source: str) -> list[Path]:
     root = Path(source)
     if root.is_file():
         return [root]
-    return sorted(root.rglob("*.jsonl"))
+    return sorted(p for p in root.rglob("*.jsonl") if p.is_file())  # not a dir named x.jsonl
 
 
 class TailSourceFn(beam.DoFn):
@@ -112,12 +114,17 @@ class TailSourceFn(beam.DoFn):
             _start_stdin_reader()
 
     def process(
-        self, _tick: Any, offsets: Any = _OFFSETS_PARAM, sessions: Any = _SESSIONS_PARAM
+        self,
+        _tick: Any,
+        offsets: Any = _OFFSETS_PARAM,
+        sessions: Any = _SESSIONS_PARAM,
+        failing: Any = _FAILING_PARAM,
     ) -> Iterator[Any]:
         if self._source == STDIN:
             yield from _drain_stdin()
             return
         state: dict[str, tuple[int, int, str, tuple[int, int]]] = offsets.read() or {}
+        unreadable: dict[str, str] = failing.read() or {}
         for path in source_files(self._source):
             name = str(path)
             pos, lineno, kind, known = state.get(name, (0, 0, "", (0, 0)))
@@ -133,11 +140,18 @@ class TailSourceFn(beam.DoFn):
                     f.seek(pos)
                     data = f.read()
             except OSError as e:
-                # Reported once per poll until readable again; its lines are not skipped.
-                yield beam.pvalue.TaggedOutput(
-                    READ_FAILURES, dead_letter.row("read", name, f"from byte {pos}", repr(e))
-                )
+                # Reported once (again when the error changes), not on every poll; its lines
+                # are not skipped: they are read once the file is readable again.
+                if unreadable.get(name) != repr(e):
+                    unreadable[name] = repr(e)
+                    failing.write(unreadable)
+                    _count("dead_lettered")
+                    yield beam.pvalue.TaggedOutput(
+                        READ_FAILURES, dead_letter.row("read", name, f"from byte {pos}", repr(e))
+                    )
                 continue
+            if unreadable.pop(name, None) is not None:
+                failing.write(unreadable)
             end = data.rfind(b"\n")
             if end < 0:
                 continue  # only a partial line so far: wait for its newline

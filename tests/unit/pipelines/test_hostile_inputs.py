@@ -208,12 +208,12 @@ def test_a_file_replaced_while_streamed_is_read_again_from_its_start(tmp_path: P
     # without a dead letter), a longer one was read from the middle of a line.
     live = tmp_path / "live.jsonl"
     live.write_text("".join(_event("old", i, "x" * 200) + "\n" for i in range(3)))
-    reader, offsets, sessions = TailSourceFn(str(tmp_path)), _State(), _State()
+    reader, offsets, sessions, failing = TailSourceFn(str(tmp_path)), _State(), _State(), _State()
 
     def poll() -> list[tuple[str, str]]:
         return [
             (json.loads(x.data)["trajectory_id"], x.locator)
-            for x in reader.process(None, offsets, sessions)
+            for x in reader.process(None, offsets, sessions, failing)
             if isinstance(x, Line)
         ]
 
@@ -227,3 +227,30 @@ def test_a_file_replaced_while_streamed_is_read_again_from_its_start(tmp_path: P
     assert poll() == [("new", "line 2")]
     live.write_text(_event("cut", 0) + "\n")  # truncated in place, then written again
     assert poll() == [("cut", "line 1")]
+
+
+def test_a_stream_reports_an_unreadable_file_once_and_follows_no_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every poll (0.5 s) wrote one more identical dead letter for a file it could not open,
+    # and for a directory named like a log: 33 rows in 6 s, uncounted in the summary.
+    (tmp_path / "dir.jsonl").mkdir()
+    locked = tmp_path / "locked.jsonl"
+    locked.write_text(_event("locked", 0) + "\n")
+    real_open = Path.open
+
+    def deny(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self == locked and deny.on:  # type: ignore[attr-defined]
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    deny.on = True  # type: ignore[attr-defined]
+    monkeypatch.setattr(Path, "open", deny)
+    reader, offsets, sessions, failing = TailSourceFn(str(tmp_path)), _State(), _State(), _State()
+    polls = [list(reader.process(None, offsets, sessions, failing)) for _ in range(5)]
+    rows = [x.value for poll in polls for x in poll]  # TaggedOutput: the read failures
+    assert [(r["source"], r["stage"]) for r in rows] == [(str(locked), "read")]
+    assert "Permission denied" in rows[0]["reason"]
+    deny.on = False  # type: ignore[attr-defined]
+    (line,) = reader.process(None, offsets, sessions, failing)
+    assert (line.source, line.locator) == (str(locked), "line 1")  # nothing of it was skipped
