@@ -35,6 +35,7 @@ from trajgraph.pipelines import dead_letter, files, progress, runners
 from trajgraph.pipelines.adapters import FORMATS
 from trajgraph.pipelines.preflight import (
     check_graph,
+    checked_tenant,
     dead_letter_root,
     embedder_for,
     expand_paths,
@@ -161,7 +162,7 @@ class IngestConfig:
             extractor_fingerprint=fingerprint,
             llm=llm,
             use_cache=not args.no_cache,
-            tenant=args.tenant or settings.tenant,
+            tenant=checked_tenant(args.tenant or settings.tenant),
             id_prefix=args.id_prefix,
             tenant_from_records=args.tenant_from_records,
             budget_tokens=budget,

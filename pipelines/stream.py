@@ -29,7 +29,13 @@ from trajgraph.errors import ConfigError, InputError
 from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
 from trajgraph.graph.embedders import embedder_name
 from trajgraph.pipelines import files, progress, runners
-from trajgraph.pipelines.preflight import check_graph, dead_letter_root, embedder_for, utc_stamp
+from trajgraph.pipelines.preflight import (
+    check_graph,
+    checked_tenant,
+    dead_letter_root,
+    embedder_for,
+    utc_stamp,
+)
 from trajgraph.pipelines.streaming import (
     READ_FAILURES,
     SESSION_TRAJECTORIES,
@@ -128,7 +134,7 @@ class StreamConfig:
             source=args.source,
             poll_s=args.poll,
             duration_s=args.duration,
-            tenant=args.tenant or settings.tenant,
+            tenant=checked_tenant(args.tenant or settings.tenant),
             tenant_from_records=args.tenant_from_records,
             extractor=extractor,
             llm=settings.llm,

@@ -254,3 +254,29 @@ def test_a_stream_reports_an_unreadable_file_once_and_follows_no_directories(
     deny.on = False  # type: ignore[attr-defined]
     (line,) = reader.process(None, offsets, sessions, failing)
     assert (line.source, line.locator) == (str(locked), "line 1")  # nothing of it was skipped
+
+
+@pytest.mark.parametrize("command", ["ingest", "stream"])
+def test_a_tenant_the_contract_refuses_is_a_config_error_before_the_run(
+    command: str, tmp_path: Path
+) -> None:
+    # A 200-character --tenant (or TRAJGRAPH_TENANT) used to run the whole job and dead-letter
+    # every record ("schema-invalid at tenant"), exit 3, instead of one configuration error.
+    from trajgraph import settings as settings_mod
+    from trajgraph.errors import ConfigError
+    from trajgraph.pipelines import ingest, stream
+
+    logs = tmp_path / "a.jsonl"
+    logs.write_text(_line("a"))
+    s = settings_mod.load({})
+    for flags, env in ((["--tenant", "t" * 129], {}), ([], {"TRAJGRAPH_TENANT": "t" * 129})):
+        s = settings_mod.load(env)
+        mod: Any = ingest if command == "ingest" else stream
+        args, _ = mod.build_parser().parse_known_args(
+            [str(logs), "--extractor", "heuristic", *flags]
+        )
+        config_cls = ingest.IngestConfig if command == "ingest" else stream.StreamConfig
+        with pytest.raises(ConfigError, match=r"tenant .*128"):
+            config_cls.from_args(args, s)
+    args, _ = mod.build_parser().parse_known_args([str(logs), "--tenant", "t" * 128])
+    assert config_cls.from_args(args, s).tenant == "t" * 128
