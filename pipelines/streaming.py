@@ -162,10 +162,12 @@ class TailSourceFn(beam.DoFn):
                 yield from _session_trajectories(held, name, kind, data[: end + 1], self._tenant)
                 sessions.write(held)
             else:
-                for raw in data[: end + 1].splitlines():
+                # Lines end at "\n" only, as batch splits them: a stray "\r" (which
+                # splitlines() also ends a line at) would shift every later locator.
+                for raw in data[:end].split(b"\n"):
                     lineno += 1
                     if raw.strip():
-                        yield Line(name, f"line {lineno}", raw)
+                        yield Line(name, f"line {lineno}", raw.removesuffix(b"\r"))
             state[name] = (pos + end + 1, lineno, kind, identity)
         offsets.write(state)
 

@@ -280,3 +280,22 @@ def test_a_tenant_the_contract_refuses_is_a_config_error_before_the_run(
             config_cls.from_args(args, s)
     args, _ = mod.build_parser().parse_known_args([str(logs), "--tenant", "t" * 128])
     assert config_cls.from_args(args, s).tenant == "t" * 128
+
+
+def test_stream_line_numbers_are_the_files_own_with_crlf_and_stray_carriage_returns(
+    tmp_path: Path,
+) -> None:
+    # Lines end at "\n" (as batch reads them, and as the reader's offsets count): a stray
+    # "\r" inside a corrupted line made two records of it and shifted every later locator.
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(
+        (_event("t", 0) + "\r\n").encode() + b'{"broken\rline"\n' + (_event("t", 1) + "\n").encode()
+    )
+    reader, offsets, sessions, failing = TailSourceFn(str(live)), _State(), _State(), _State()
+    lines = [x for x in reader.process(None, offsets, sessions, failing) if isinstance(x, Line)]
+    assert [(x.locator, x.data[:12]) for x in lines] == [
+        ("line 1", b'{"trajectory'),
+        ("line 2", b'{"broken\rlin'),
+        ("line 3", b'{"trajectory'),
+    ]
+    assert parse_event(lines[0], "default")["idx"] == 0  # the CR of a CRLF is not data
