@@ -25,7 +25,7 @@ from trajgraph.pipelines.streaming import (
     parse_event,
     trajectory_of,
 )
-from trajgraph.pipelines.transforms import ReadLogRecords
+from trajgraph.pipelines.transforms import ReadLogRecords, SplitFileFn
 from trajgraph.schemas.trajectory import validate
 
 
@@ -299,3 +299,47 @@ def test_stream_line_numbers_are_the_files_own_with_crlf_and_stray_carriage_retu
         ("line 3", b'{"trajectory'),
     ]
     assert parse_event(lines[0], "default")["idx"] == 0  # the CR of a CRLF is not data
+
+
+def test_a_compressed_file_is_held_to_the_record_limit_while_it_is_read(tmp_path: Path) -> None:
+    # Beam opens *.gz (bz2, zst, ...) decompressed, and the limit was checked against the
+    # compressed size: 60 MB of JSON in a 60 kB file was read whole into memory first.
+    import gzip
+    import tracemalloc
+
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"turns": [], "pad": "' + b"0" * 60_000_000 + b'"}', 9))
+    small = tmp_path / "small.json.gz"
+    small.write_bytes(gzip.compress(json.dumps(_canonical("gz")).encode()))
+    fn = SplitFileFn(None, 1 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match=r"bomb\.json\.gz \[file\]: .*over the 1048576-byte"):
+            list(fn.process(_readable(bomb)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16_000_000
+    assert [r.locator for r in fn.process(_readable(small))] == ["file"]
+
+
+def _readable(path: Path) -> Any:
+    from apache_beam.io import fileio
+    from apache_beam.io.filesystems import FileSystems
+
+    return fileio.ReadableFile(FileSystems.get_filesystem(str(path)).metadata(str(path)))
+
+
+def test_a_compressed_file_is_read_to_its_end(tmp_path: Path) -> None:
+    # A compressed file's read() stops at Beam's 16 MiB buffer: every line after it was
+    # lost without a count or a dead letter, and the line it cut was called truncated.
+    import gzip
+
+    line = (json.dumps({**_canonical("x"), "pad": "p" * 900}) + "\n").encode()
+    n = (17 << 20) // len(line) + 1
+    logs = tmp_path / "many.json.gz"  # a .json whose values sit one per line is JSONL
+    logs.write_bytes(gzip.compress(line * n, 1))
+    records = list(SplitFileFn(None, 64 << 20).process(_readable(logs)))
+    assert len(records) == n
+    assert records[-1].locator == f"line {n}"
+    assert normalize(records[-1])[0]["id"] == "x"
