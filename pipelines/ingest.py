@@ -153,6 +153,8 @@ class IngestConfig:
         budget = args.budget or settings.token_budget
         if budget < MIN_BUDGET_TOKENS:
             raise ConfigError(f"--budget must be at least {MIN_BUDGET_TOKENS} tokens, got {budget}")
+        if args.max_record_bytes < 1:
+            raise ConfigError(f"--max-record-bytes must be at least 1, got {args.max_record_bytes}")
         problem = id_problem(args.id_prefix) if args.id_prefix else None
         if problem is not None:  # the prefix is part of every id: the id rule applies to it
             raise ConfigError(f"--id-prefix {problem}")

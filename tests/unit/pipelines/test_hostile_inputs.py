@@ -343,3 +343,17 @@ def test_a_compressed_file_is_read_to_its_end(tmp_path: Path) -> None:
     assert len(records) == n
     assert records[-1].locator == f"line {n}"
     assert normalize(records[-1])[0]["id"] == "x"
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_a_record_limit_below_one_byte_is_a_config_error(value: str, tmp_path: Path) -> None:
+    # It ran the whole job and dead-lettered every record ("over the -1-byte limit"), exit 3.
+    from trajgraph import settings as settings_mod
+    from trajgraph.errors import ConfigError
+    from trajgraph.pipelines import ingest
+
+    args, _ = ingest.build_parser().parse_known_args(
+        [str(tmp_path), "--extractor", "heuristic", "--max-record-bytes", value]
+    )
+    with pytest.raises(ConfigError, match="--max-record-bytes"):
+        ingest.IngestConfig.from_args(args, settings_mod.load({}))
