@@ -27,7 +27,9 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
     found: list[str] = []
     for pattern in patterns:
         local = Path(pattern)
-        if local.is_dir():
+        if local.is_file():  # the file itself, even when its name holds [ ] * or ?
+            matches = [pattern]
+        elif local.is_dir():
             matches = sorted(
                 str(f) for f in local.rglob("*") if f.is_file() and f.name.endswith(LOG_SUFFIXES)
             )

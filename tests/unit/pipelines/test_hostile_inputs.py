@@ -357,3 +357,16 @@ def test_a_record_limit_below_one_byte_is_a_config_error(value: str, tmp_path: P
     )
     with pytest.raises(ConfigError, match="--max-record-bytes"):
         ingest.IngestConfig.from_args(args, settings_mod.load({}))
+
+
+def test_a_file_named_on_the_command_line_is_that_file_even_with_glob_characters(
+    tmp_path: Path,
+) -> None:
+    from trajgraph.pipelines.preflight import expand_paths
+
+    for name in ("run[1].jsonl", "run1.jsonl", "a*b.jsonl", "ab.jsonl"):
+        (tmp_path / name).write_text(_line(name))
+    assert expand_paths([str(tmp_path / "run[1].jsonl")]) == [str(tmp_path / "run[1].jsonl")]
+    assert expand_paths([str(tmp_path / "a*b.jsonl")]) == [str(tmp_path / "a*b.jsonl")]
+    # a pattern that names no file is still a glob
+    assert expand_paths([str(tmp_path / "run[0-9].jsonl")]) == [str(tmp_path / "run1.jsonl")]
