@@ -182,9 +182,12 @@ class IngestConfig:
 def dead_letter_dir(flag: str | None, settings: settings_mod.Settings) -> str:
     """``--dead-letter DIR`` (a local folder, or any Beam filesystem: ``gs://bucket/dl``),
     else a new local folder for this run."""
-    if flag:
-        return flag
-    return str(dead_letter_root(settings) / f"{utc_stamp()}-{os.getpid()}")
+    folder = flag or str(dead_letter_root(settings) / f"{utc_stamp()}-{os.getpid()}")
+    if any(c in folder for c in "[*?"):
+        # Beam's file sinks match their own temporary files with the folder in a glob: such a
+        # run would write the graph, then fail to move its dead letters into place.
+        raise ConfigError(f"--dead-letter {folder!r}: a folder whose path holds [ * or ?")
+    return folder
 
 
 class WriteJsonLines(beam.PTransform):

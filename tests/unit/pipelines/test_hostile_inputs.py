@@ -370,3 +370,19 @@ def test_a_file_named_on_the_command_line_is_that_file_even_with_glob_characters
     assert expand_paths([str(tmp_path / "a*b.jsonl")]) == [str(tmp_path / "a*b.jsonl")]
     # a pattern that names no file is still a glob
     assert expand_paths([str(tmp_path / "run[0-9].jsonl")]) == [str(tmp_path / "run1.jsonl")]
+
+
+@pytest.mark.parametrize("name", ["dl [1]", "dl*", "dl?"])
+def test_a_dead_letter_folder_beams_sinks_cannot_write_is_a_config_error(
+    name: str, tmp_path: Path
+) -> None:
+    # Beam's file sinks read [ ] * ? in their prefix as a glob when they finalize: the run
+    # wrote the graph, then failed (exit 1, "rerun", which failed the same way) and its dead
+    # letters were lost.
+    from trajgraph import settings as settings_mod
+    from trajgraph.errors import ConfigError
+    from trajgraph.pipelines.ingest import dead_letter_dir
+
+    with pytest.raises(ConfigError, match="--dead-letter"):
+        dead_letter_dir(str(tmp_path / name), settings_mod.load({}))
+    assert dead_letter_dir(str(tmp_path / "dl (1) ü"), settings_mod.load({})).endswith("ü")
