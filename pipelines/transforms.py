@@ -67,7 +67,8 @@ class SplitFileFn(beam.DoFn):
         data = _read_whole(readable, limit)
         if limit is not None and len(data) > limit:
             raise InputError(
-                f"file is over the {self._max}-byte record limit once decompressed",
+                f"file is over the {self._max}-byte record limit as read (decompressed, or grown "
+                "since it was listed)",
                 source=path,
                 locator="file",
             )
