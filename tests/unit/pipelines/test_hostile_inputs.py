@@ -386,3 +386,28 @@ def test_a_dead_letter_folder_beams_sinks_cannot_write_is_a_config_error(
     with pytest.raises(ConfigError, match="--dead-letter"):
         dead_letter_dir(str(tmp_path / name), settings_mod.load({}))
     assert dead_letter_dir(str(tmp_path / "dl (1) ü"), settings_mod.load({})).endswith("ü")
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--poll", "nan"],
+        ["--poll", "inf"],
+        ["--poll", "0"],
+        ["--duration", "-5"],
+        ["--duration", "0"],
+        ["--duration", "nan"],
+        ["--duration", "inf"],
+    ],
+)
+def test_stream_timing_flags_that_cannot_work_are_config_errors(
+    flags: list[str], tmp_path: Path
+) -> None:
+    # They reached Beam's impulse and failed there: a traceback, exit 1 ("rerun").
+    from trajgraph import settings as settings_mod
+    from trajgraph.errors import ConfigError
+    from trajgraph.pipelines import stream
+
+    args = stream.build_parser().parse_args([str(tmp_path), "--extractor", "heuristic", *flags])
+    with pytest.raises(ConfigError, match=flags[0]):
+        stream.StreamConfig.from_args(args, settings_mod.load({}))
