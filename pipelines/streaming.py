@@ -193,6 +193,7 @@ def _session_trajectories(
     try:
         trajectories = normalize(RawRecord(source, "file", fmt, LineFile(rec["data"])))
     except InputError as e:
+        _count("dead_lettered")
         yield beam.pvalue.TaggedOutput(
             READ_FAILURES, dead_letter.row("normalize", source, "file", e.reason)
         )

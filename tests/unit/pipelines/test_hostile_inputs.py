@@ -411,3 +411,23 @@ def test_stream_timing_flags_that_cannot_work_are_config_errors(
     args = stream.build_parser().parse_args([str(tmp_path), "--extractor", "heuristic", *flags])
     with pytest.raises(ConfigError, match=flags[0]):
         stream.StreamConfig.from_args(args, settings_mod.load({}))
+
+
+def test_a_streamed_session_file_that_cannot_be_adapted_is_a_counted_dead_letter(
+    tmp_path: Path,
+) -> None:
+    # `trajgraph stream` exits 3 when it dead-lettered something: it knows by the
+    # dead_lettered counter, which this dead letter did not bump (the stream said "ok").
+    from trajgraph.pipelines import progress
+
+    live = tmp_path / "session.jsonl"
+    only_bookkeeping = {"type": "system", "sessionId": "s1", "uuid": "u1", "content": "x"}
+    live.write_text(json.dumps(only_bookkeeping) + "\n")
+    reader, offsets, sessions, failing = TailSourceFn(str(tmp_path)), _State(), _State(), _State()
+    progress.reset()
+    out = list(reader.process(None, offsets, sessions, failing))
+    rows = [x.value for x in out if not isinstance(x, Line)]
+    assert [(r["stage"], r["source"], r["locator"]) for r in rows] == [
+        ("normalize", str(live), "file")
+    ]
+    assert progress.snapshot().get("dead_lettered") == 1
