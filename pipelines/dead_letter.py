@@ -15,14 +15,28 @@ REASON_CHARS = 2000
 
 
 def _where(element: Any) -> tuple[str, str, str]:
-    """(source, locator, preview) of whatever element a stage failed on."""
+    """(source, locator, preview) of whatever element a stage failed on; the preview is
+    redacted (a log's own keys and passwords stay out of the dead letters)."""
+    source, locator, preview = _unredacted_where(element)
+    return source, locator, _preview(preview)
+
+
+def _preview(text: str) -> str:
+    # Redacted before the cut, with room to spare: a credential straddling the cut is masked
+    # whole, not left as a recognisable prefix.
+    return redact(text[: 2 * PREVIEW_CHARS])[:PREVIEW_CHARS]
+
+
+def _unredacted_where(element: Any) -> tuple[str, str, str]:
     if isinstance(element, RawRecord):
         payload = element.payload
         if isinstance(payload, bytes | bytearray):
-            preview = bytes(payload[:PREVIEW_CHARS]).decode("utf-8", "replace")
+            preview = bytes(payload[: 2 * PREVIEW_CHARS]).decode("utf-8", "replace")
         else:
-            preview = json.dumps(payload, ensure_ascii=False, default=str)[:PREVIEW_CHARS]
+            preview = json.dumps(payload, ensure_ascii=False, default=str)[: 2 * PREVIEW_CHARS]
         return element.source, element.locator, preview
+    if isinstance(element, str):  # a listed file's path (transforms.StatFileFn)
+        return element, "file", ""
     metadata = getattr(element, "metadata", None)  # fileio.ReadableFile
     if metadata is not None and hasattr(metadata, "path"):
         return str(metadata.path), "file", ""
@@ -30,9 +44,9 @@ def _where(element: Any) -> tuple[str, str, str]:
         return element.source, element.locator, str(element.trajectory.get("id", ""))
     data = getattr(element, "data", None)  # a streamed line (pipelines.streaming.Line)
     if isinstance(data, bytes) and hasattr(element, "source"):
-        preview = data[:PREVIEW_CHARS].decode("utf-8", "replace")
+        preview = data[: 2 * PREVIEW_CHARS].decode("utf-8", "replace")
         return str(element.source), str(getattr(element, "locator", "")), preview
-    return "", "", repr(element)[:PREVIEW_CHARS]
+    return "", "", repr(element)[: 2 * PREVIEW_CHARS]
 
 
 def from_exception(stage: str, bad: tuple[Any, tuple[Any, str, Any]]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from trajgraph.pipelines import dead_letter, files, progress, runners
 from trajgraph.pipelines.adapters import FORMATS
 from trajgraph.pipelines.preflight import (
     check_graph,
+    checked_tenant,
     dead_letter_root,
     embedder_for,
     expand_paths,
@@ -152,6 +153,8 @@ class IngestConfig:
         budget = args.budget or settings.token_budget
         if budget < MIN_BUDGET_TOKENS:
             raise ConfigError(f"--budget must be at least {MIN_BUDGET_TOKENS} tokens, got {budget}")
+        if args.max_record_bytes < 1:
+            raise ConfigError(f"--max-record-bytes must be at least 1, got {args.max_record_bytes}")
         problem = id_problem(args.id_prefix) if args.id_prefix else None
         if problem is not None:  # the prefix is part of every id: the id rule applies to it
             raise ConfigError(f"--id-prefix {problem}")
@@ -161,7 +164,7 @@ class IngestConfig:
             extractor_fingerprint=fingerprint,
             llm=llm,
             use_cache=not args.no_cache,
-            tenant=args.tenant or settings.tenant,
+            tenant=checked_tenant(args.tenant or settings.tenant),
             id_prefix=args.id_prefix,
             tenant_from_records=args.tenant_from_records,
             budget_tokens=budget,
@@ -179,9 +182,12 @@ class IngestConfig:
 def dead_letter_dir(flag: str | None, settings: settings_mod.Settings) -> str:
     """``--dead-letter DIR`` (a local folder, or any Beam filesystem: ``gs://bucket/dl``),
     else a new local folder for this run."""
-    if flag:
-        return flag
-    return str(dead_letter_root(settings) / f"{utc_stamp()}-{os.getpid()}")
+    folder = flag or str(dead_letter_root(settings) / f"{utc_stamp()}-{os.getpid()}")
+    if any(c in folder for c in "[*?"):
+        # Beam's file sinks match their own temporary files with the folder in a glob: such a
+        # run would write the graph, then fail to move its dead letters into place.
+        raise ConfigError(f"--dead-letter {folder!r}: a folder whose path holds [ * or ?")
+    return folder
 
 
 class WriteJsonLines(beam.PTransform):

@@ -15,7 +15,7 @@ from pathlib import Path
 from apache_beam.io.filesystems import FileSystems
 
 from trajgraph import settings as settings_mod
-from trajgraph.errors import InputError
+from trajgraph.errors import ConfigError, InputError
 
 # Walking a directory picks up the files an adapter can read; other files are not records.
 LOG_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".parquet")
@@ -27,7 +27,9 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
     found: list[str] = []
     for pattern in patterns:
         local = Path(pattern)
-        if local.is_dir():
+        if local.is_file():  # the file itself, even when its name holds [ ] * or ?
+            matches = [pattern]
+        elif local.is_dir():
             matches = sorted(
                 str(f) for f in local.rglob("*") if f.is_file() and f.name.endswith(LOG_SUFFIXES)
             )
@@ -41,6 +43,21 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
             raise InputError("no input files match", source=pattern)
         found.extend(matches)
     return sorted(dict.fromkeys(found))
+
+
+def checked_tenant(tenant: str) -> str:
+    """The tenant a run writes to, held to the contract's rule before anything runs (else
+    every record is refused, one dead letter each, for what is one setting)."""
+    from trajgraph.schemas.trajectory import json_schema
+
+    rule = json_schema()["properties"]["tenant"]
+    low, high = rule["minLength"], rule["maxLength"]
+    if not low <= len(tenant) <= high:
+        raise ConfigError(
+            f"the tenant (--tenant or TRAJGRAPH_TENANT) must be {low} to {high} characters, "
+            f"got {len(tenant)}"
+        )
+    return tenant
 
 
 def embedder_for(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +30,13 @@ from trajgraph.errors import ConfigError, InputError
 from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
 from trajgraph.graph.embedders import embedder_name
 from trajgraph.pipelines import files, progress, runners
-from trajgraph.pipelines.preflight import check_graph, dead_letter_root, embedder_for, utc_stamp
+from trajgraph.pipelines.preflight import (
+    check_graph,
+    checked_tenant,
+    dead_letter_root,
+    embedder_for,
+    utc_stamp,
+)
 from trajgraph.pipelines.streaming import (
     READ_FAILURES,
     SESSION_TRAJECTORIES,
@@ -119,8 +126,13 @@ class StreamConfig:
                 "or - for stdin)",
                 source=args.source,
             )
-        if args.poll <= 0:
-            raise ConfigError("--poll must be positive")
+        if not 0 < args.poll < math.inf:  # NaN too: it fails every comparison
+            raise ConfigError(f"--poll must be a positive number of seconds, got {args.poll}")
+        if args.duration is not None and not 0 < args.duration < math.inf:
+            raise ConfigError(
+                f"--duration must be a positive number of seconds (leave it out to run until "
+                f"interrupted), got {args.duration}"
+            )
         extractor = resolve(args.extractor, settings.llm)
         get_extractor(extractor, llm=settings.llm)  # a missing model fails here
         dl_dir = args.dead_letter or str(dead_letter_root(settings) / f"stream-{utc_stamp()}")
@@ -128,7 +140,7 @@ class StreamConfig:
             source=args.source,
             poll_s=args.poll,
             duration_s=args.duration,
-            tenant=args.tenant or settings.tenant,
+            tenant=checked_tenant(args.tenant or settings.tenant),
             tenant_from_records=args.tenant_from_records,
             extractor=extractor,
             llm=settings.llm,

@@ -42,7 +42,7 @@ import apache_beam as beam
 from apache_beam.coders import PickleCoder, VarIntCoder
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
-from trajgraph.errors import InputError
+from trajgraph.errors import InputError, SchemaValidationError
 from trajgraph.graph.rows import GraphRows
 from trajgraph.pipelines import dead_letter, files, progress
 from trajgraph.pipelines.adapters import normalize
@@ -50,7 +50,7 @@ from trajgraph.pipelines.adapters.base import LineFile, Located, RawRecord, pars
 from trajgraph.pipelines.adapters.detect import sniff_line_file
 from trajgraph.pipelines.transforms import NS, WriteGraph
 from trajgraph.schemas.ids import id_problem
-from trajgraph.schemas.trajectory import max_turn_idx
+from trajgraph.schemas.trajectory import max_turn_idx, validate
 from trajgraph.settings import Neo4jSettings
 
 EVENT_TYPES = ("turn", "header", "footer")
@@ -76,6 +76,8 @@ _SESSIONS = ReadModifyWriteStateSpec("sessions", PickleCoder())
 _SESSIONS_PARAM = beam.DoFn.StateParam(_SESSIONS)
 _RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
 _RECORD_PARAM = beam.DoFn.StateParam(_RECORD)
+_FAILING = ReadModifyWriteStateSpec("failing", PickleCoder())
+_FAILING_PARAM = beam.DoFn.StateParam(_FAILING)
 _WRITTEN = ReadModifyWriteStateSpec("written", VarIntCoder())
 _WRITTEN_PARAM = beam.DoFn.StateParam(_WRITTEN)
 
@@ -90,7 +92,7 @@ def source_files(source: str) -> list[Path]:
     root = Path(source)
     if root.is_file():
         return [root]
-    return sorted(root.rglob("*.jsonl"))
+    return sorted(p for p in root.rglob("*.jsonl") if p.is_file())  # not a dir named x.jsonl
 
 
 class TailSourceFn(beam.DoFn):
@@ -112,25 +114,44 @@ class TailSourceFn(beam.DoFn):
             _start_stdin_reader()
 
     def process(
-        self, _tick: Any, offsets: Any = _OFFSETS_PARAM, sessions: Any = _SESSIONS_PARAM
+        self,
+        _tick: Any,
+        offsets: Any = _OFFSETS_PARAM,
+        sessions: Any = _SESSIONS_PARAM,
+        failing: Any = _FAILING_PARAM,
     ) -> Iterator[Any]:
         if self._source == STDIN:
             yield from _drain_stdin()
             return
-        state: dict[str, tuple[int, int, str]] = offsets.read() or {}
+        state: dict[str, tuple[int, int, str, tuple[int, int]]] = offsets.read() or {}
+        unreadable: dict[str, str] = failing.read() or {}
         for path in source_files(self._source):
             name = str(path)
-            pos, lineno, kind = state.get(name, (0, 0, ""))
+            pos, lineno, kind, known = state.get(name, (0, 0, "", (0, 0)))
             try:
                 with path.open("rb") as f:
+                    st = os.fstat(f.fileno())
+                    identity = (st.st_dev, st.st_ino)
+                    if pos and (identity != known or st.st_size < pos):
+                        # Another file under this name (rotated, or truncated in place):
+                        # read it from its start, as a restart would, not from the old offset.
+                        pos, lineno, kind = 0, 0, ""
+                        _forget_session(sessions, name)
                     f.seek(pos)
                     data = f.read()
             except OSError as e:
-                # Reported once per poll until readable again; its lines are not skipped.
-                yield beam.pvalue.TaggedOutput(
-                    READ_FAILURES, dead_letter.row("read", name, f"from byte {pos}", repr(e))
-                )
+                # Reported once (again when the error changes), not on every poll; its lines
+                # are not skipped: they are read once the file is readable again.
+                if unreadable.get(name) != repr(e):
+                    unreadable[name] = repr(e)
+                    failing.write(unreadable)
+                    _count("dead_lettered")
+                    yield beam.pvalue.TaggedOutput(
+                        READ_FAILURES, dead_letter.row("read", name, f"from byte {pos}", repr(e))
+                    )
                 continue
+            if unreadable.pop(name, None) is not None:
+                failing.write(unreadable)
             end = data.rfind(b"\n")
             if end < 0:
                 continue  # only a partial line so far: wait for its newline
@@ -141,12 +162,24 @@ class TailSourceFn(beam.DoFn):
                 yield from _session_trajectories(held, name, kind, data[: end + 1], self._tenant)
                 sessions.write(held)
             else:
-                for raw in data[: end + 1].splitlines():
+                # Lines end at "\n" only, as batch splits them: a stray "\r" (which
+                # splitlines() also ends a line at) would shift every later locator.
+                for raw in data[:end].split(b"\n"):
                     lineno += 1
                     if raw.strip():
-                        yield Line(name, f"line {lineno}", raw)
-            state[name] = (pos + end + 1, lineno, kind)
+                        yield Line(name, f"line {lineno}", raw.removesuffix(b"\r"))
+            state[name] = (pos + end + 1, lineno, kind, identity)
         offsets.write(state)
+
+
+def _forget_session(sessions: Any, source: str) -> None:
+    """Drop the lines held for a session file that was replaced (its versions stay, so the
+    new file's trajectories still supersede what was written)."""
+    held = sessions.read() or {}
+    if source in held:
+        held[source]["data"] = b""
+        held[source]["hashes"] = {}
+        sessions.write(held)
 
 
 def _session_trajectories(
@@ -160,6 +193,7 @@ def _session_trajectories(
     try:
         trajectories = normalize(RawRecord(source, "file", fmt, LineFile(rec["data"])))
     except InputError as e:
+        _count("dead_lettered")
         yield beam.pvalue.TaggedOutput(
             READ_FAILURES, dead_letter.row("normalize", source, "file", e.reason)
         )
@@ -243,10 +277,35 @@ def parse_event(line: Line, default_tenant: str) -> dict[str, Any]:
     tenant = ev.get("tenant") or default_tenant
     if not isinstance(tenant, str):
         raise fail("tenant must be a string")
+    problem = body_problem(kind, tid, {k: v for k, v in ev.items() if k not in _ENVELOPE})
+    if problem is not None:  # held, it would fail every later emission of its trajectory
+        raise fail(f"bad {kind} event: {problem}")
     return {**ev, "type": kind, "tenant": tenant, "source": line.source, "locator": line.locator}
 
 
 _ENVELOPE = frozenset({"type", "tenant", "trajectory_id", "source", "locator"})
+
+
+def body_problem(kind: str, tid: str, body: dict[str, Any]) -> str | None:
+    """What the contract refuses in one event's fields (None: nothing), judged by validating
+    the smallest trajectory that holds them, as :func:`trajectory_of` would place them. A
+    turn event may leave out ``action`` or ``observation`` (a later event for its index
+    replaces it); what it gives must have the contract's type."""
+    probe: dict[str, Any] = {"id": tid, "task": "", "format": "stream", "turns": []}
+    if kind == "turn":
+        probe["turns"] = [{"action": "", "observation": "", **body}]
+    elif kind == "header":
+        probe.update({k: v for k, v in body.items() if k not in ("id", "turns")})
+    elif "outcome" in body:
+        probe["outcome"] = body["outcome"]
+    probe["source"] = probe.get("source") or "event"  # filled like a canonical record's
+    if probe.get("metadata") is None:
+        probe["metadata"] = {}
+    try:
+        validate(probe)
+    except SchemaValidationError as e:
+        return e.reason.replace("turns/0/", "").replace("at turns/0:", "at the turn:")
+    return None
 
 
 def apply_event(rec: dict[str, Any], ev: dict[str, Any]) -> bool:

@@ -6,7 +6,11 @@ with every failed record routed to one dead-letter PCollection.
 
 from __future__ import annotations
 
+import bz2
+import contextlib
+import gzip
 import logging
+import lzma
 import pickle
 import threading
 import time
@@ -17,6 +21,8 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from trajgraph.errors import GraphError, InputError
@@ -50,23 +56,89 @@ class SplitFileFn(beam.DoFn):
 
     def process(self, readable: fileio.ReadableFile) -> Iterator[RawRecord]:
         path = str(readable.metadata.path)
-        if readable.metadata.size_in_bytes > self._max and not _is_line_format(path, self._fmt):
+        limit = None if _is_line_format(path, self._fmt) else self._max
+        if limit is not None and readable.metadata.size_in_bytes > limit:
             raise InputError(
                 f"file is {readable.metadata.size_in_bytes} bytes, over the "
                 f"{self._max}-byte record limit",
                 source=path,
                 locator="file",
             )
-        records = list(split_records(path, readable.read(), self._fmt, max_record_bytes=self._max))
+        data = _read_whole(readable, limit)
+        if limit is not None and len(data) > limit:
+            raise InputError(
+                f"file is over the {self._max}-byte record limit as read (decompressed, or grown "
+                "since it was listed)",
+                source=path,
+                locator="file",
+            )
+        records = list(split_records(path, data, self._fmt, max_record_bytes=self._max))
         _count("records", len(records))
         _count("files")
         yield from records
+
+
+READ_CHUNK_BYTES = 8 << 20
+
+
+# Decompressors whose read(n) returns at most n bytes. Beam's own (the fallback, for deflate
+# and zstd) decompresses a whole 16 MiB of input per step, however far it expands.
+_BOUNDED_READERS: dict[str, Any] = {
+    CompressionTypes.GZIP: lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+    CompressionTypes.BZIP2: bz2.BZ2File,
+    CompressionTypes.LZMA: lzma.LZMAFile,
+}
+
+
+def _read_whole(readable: fileio.ReadableFile, limit: int | None) -> bytes:
+    """The file's bytes, decompressed when Beam would open it so (``*.gz``, ``*.bz2``, ...),
+    and no more than ``limit + 1`` of them. A compressed file's ``read()`` returns one 16 MiB
+    buffer, not the file: it is read in chunks to its end (or past the limit, no further)."""
+    path = str(readable.metadata.path)
+    compression = CompressionTypes.detect_compression_type(path)
+    mime = "application/octet-stream"
+    if compression == CompressionTypes.UNCOMPRESSED:
+        with readable.open(mime) as f:
+            data: bytes = f.read() if limit is None else f.read(limit + 1)
+            return data
+    bounded = _BOUNDED_READERS.get(compression)
+    with contextlib.ExitStack() as stack:
+        if bounded is not None:
+            raw = stack.enter_context(
+                FileSystems.open(path, mime, compression_type=CompressionTypes.UNCOMPRESSED)
+            )
+            f = stack.enter_context(bounded(raw))
+        else:
+            f = stack.enter_context(readable.open(mime))
+        chunks: list[bytes] = []
+        total = 0
+        while limit is None or total <= limit:
+            chunk = f.read(READ_CHUNK_BYTES if limit is None else limit + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
 
 
 def _is_line_format(path: str, fmt: str | None) -> bool:
     return fmt in ("canonical", "ama-bench", "parquet") or path.endswith(
         (".jsonl", ".ndjson", ".parquet")
     )
+
+
+class StatFileFn(beam.DoFn):
+    """A listed file's metadata, found by its exact name.
+
+    The paths were matched already (``preflight.expand_paths``); Beam's ``MatchAll`` would
+    read ``[``, ``*`` and ``?`` in a file's name as a glob again, so ``run[1].json`` read
+    ``run1.json`` instead, or nothing at all, without a dead letter."""
+
+    def process(self, path: str) -> Iterator[Any]:
+        try:
+            yield FileSystems.get_filesystem(path).metadata(path)
+        except Exception as e:  # BeamIOError: gone or unreadable since it was listed
+            raise InputError(f"cannot read the file: {e}", source=path, locator="file") from e
 
 
 class ReadLogRecords(beam.PTransform):
@@ -79,20 +151,22 @@ class ReadLogRecords(beam.PTransform):
         self._max = max_record_bytes
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> Any:
-        files = (
+        found, missing = (
             pbegin
             | "Create paths" >> beam.Create(self._paths)
-            | "Match files" >> fileio.MatchAll()
-            | "Open files" >> fileio.ReadMatches()
+            | "Find files" >> beam.ParDo(StatFileFn()).with_exception_handling()
         )
         good, bad = (
-            files
+            found
+            | "Open files" >> fileio.ReadMatches()
             | "Split files into records"
             >> beam.ParDo(SplitFileFn(self._fmt, self._max)).with_exception_handling()
         )
         return {
             "records": good,
-            "bad": bad | "Describe read failures" >> beam.Map(describe_failure, "read"),
+            "bad": (missing, bad)
+            | "Flatten read failures" >> beam.Flatten()
+            | "Describe read failures" >> beam.Map(describe_failure, "read"),
         }
 
 

@@ -304,7 +304,7 @@ def normalize(
         return adapter(obj, source=record.source)
     except InputError as e:
         raise fail(e.reason) from e
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         # Logs are untrusted input: an odd shape the adapter did not foresee is the record's
         # failure (dead-lettered with its locator), not a crash of the whole pipeline.
         raise fail(f"cannot normalize as {fmt}: {type(e).__name__}: {e}") from e

@@ -53,17 +53,28 @@ class NonFiniteNumber(ValueError):
     graph and every JSON reply would carry it on."""
 
 
+class NestingTooDeep(ValueError):
+    """JSON nested deeper than Python's parser recurses (a ``RecursionError`` inside
+    ``json.loads``): refused like any other unreadable record."""
+
+
+TOO_DEEP = "JSON nested too deeply to read"
+
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def parse_json(text: str | bytes) -> Any:
     """``json.loads`` for untrusted records: NaN, Infinity and numbers that overflow a float
-    are refused (NonFiniteNumber); a lone surrogate escape (``"\\ud800"``, e.g. an emoji cut
+    are refused (NonFiniteNumber), and so is nesting deeper than the parser recurses
+    (NestingTooDeep); a lone surrogate escape (``"\\ud800"``, e.g. an emoji cut
     in half by a log's truncation) becomes U+FFFD, since no UTF-8 writer (Neo4j's driver,
     a JSON reply) can carry it. Raises ValueError (json.JSONDecodeError included)."""
-    obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
-    return _repair_surrogates(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+    try:
+        obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        return _repair_surrogates(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+    except RecursionError as e:
+        raise NestingTooDeep(TOO_DEEP) from e
 
 
 def _refuse_constant(name: str) -> Any:

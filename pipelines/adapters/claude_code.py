@@ -110,7 +110,7 @@ def read_lines(raw: Iterable[bytes | str]) -> Lines:
             pending_bad = None
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # torn, or nested too deeply
             pending_bad = lineno
             continue
         if isinstance(obj, dict):

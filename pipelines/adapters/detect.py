@@ -171,8 +171,8 @@ def sniff_line_file(data: bytes) -> str | None:
         seen += 1
         try:
             obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            continue  # a torn or bad line: the next one decides
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            continue  # a torn, bad or too deeply nested line: the next one decides
         if is_claude_code_record(obj):
             return "claude-code"
         if isinstance(obj, dict) and (isinstance(obj.get("resourceSpans"), list) or _is_span(obj)):

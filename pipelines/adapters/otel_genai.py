@@ -219,7 +219,7 @@ def read_spans(obj: Any) -> list[Span]:
             if line.strip():
                 try:
                     items.append(json.loads(line))
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     continue  # a torn last line of a file being written
         return [s for item in items for s in read_spans(item)]
     spans: list[Span] = []
