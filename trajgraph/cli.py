@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +206,16 @@ def _configure_logging() -> None:
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
 
 
+def _quiet_batch_size_fit() -> None:
+    """Beam's BatchElements fits its batch sizes with numpy, which warns (divide by zero, a
+    poorly conditioned polyfit) when the timings are degenerate, as with many small
+    trajectories: hundreds of lines like a traceback's on a run that went well, about
+    Beam's own estimate."""
+    import numpy  # noqa: F401  (its import puts an "always" filter for RankWarning first)
+
+    warnings.filterwarnings("ignore", module=r"apache_beam\.transforms\.util")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code. Errors end it with one line on stderr, never a
     traceback, and the exit code of the error contract (trajgraph.errors.CONTRACT): 1 for
@@ -221,10 +232,12 @@ def _main(argv: list[str]) -> int:
         if argv and argv[0] == "ingest":
             from trajgraph.jobs import ingest
 
+            _quiet_batch_size_fit()
             return ingest.main(argv[1:])
         if argv and argv[0] == "stream":
             from trajgraph.jobs import stream
 
+            _quiet_batch_size_fit()
             return stream.main(argv[1:])
         if argv and argv[0] == "hook":
             return _hook(argv[1:])

@@ -168,3 +168,37 @@ def test_the_pipeline_runs_bare_from_its_own_flags(
     assert ids == {DEMO_ID}
     dead = (tmp_path / "dl" / "dead-letter.jsonl").read_text().splitlines()
     assert [json.loads(d)["locator"] for d in dead] == ["line 2"]
+
+
+def test_many_small_trajectories_leave_stderr_empty(
+    driver: Any, neo4j_settings: Any, tenant: str, tmp_path: Path
+) -> None:
+    """A run that went well says so on stdout and nothing on stderr: many one-turn
+    trajectories made Beam's batch-size fit print numpy warnings there, a dozen lines that
+    read like a traceback's."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "small.jsonl"
+    log.write_text(
+        "".join(
+            json.dumps({"id": f"s{i}", "turns": [{"action": "ls", "observation": f"f{i}"}]}) + "\n"
+            for i in range(300)
+        )
+    )
+    neo = neo4j_settings.neo4j
+    env = {
+        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
+        "NEO4J_URI": neo.uri,
+        "NEO4J_USER": neo.user,
+        "NEO4J_PASSWORD": neo.password,
+        "NEO4J_DATABASE": neo.database,
+    }
+    exe = Path(sys.executable).with_name("trajgraph")
+    argv = [str(exe), "ingest", str(log), "--tenant", tenant, "--progress", "off"]
+    argv += ["--extractor", "heuristic", "--embedder", "none", "--dead-letter", str(tmp_path)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr == ""
+    assert "300" in proc.stdout
