@@ -51,7 +51,8 @@ commands:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trajgraph", usage=USAGE)
-    sub = p.add_subparsers(dest="command", required=True)
+    # prog: each command's usage is `trajgraph NAME ...`, not USAGE's command list.
+    sub = p.add_subparsers(dest="command", required=True, prog="trajgraph")
 
     sub.add_parser("ingest", add_help=False)
     sub.add_parser("stream", add_help=False)
@@ -284,6 +285,9 @@ def _hook(argv: list[str]) -> int:
     if which == "claude-code":
         from trajgraph.hooks import claude_code
 
+        if {"-h", "--help"} & set(argv[1:]):  # a person asking, not Claude Code
+            print(claude_code.build_parser().format_help(), end="")
+            return 0
         return claude_code.main(argv[1:])  # never fails: silence, logged, is its error path
     p = argparse.ArgumentParser(prog="trajgraph hook", description="agent hooks (docs/hooks.md)")
     p.add_argument("action", choices=("claude-code", "serve", "stop"))
