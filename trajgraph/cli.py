@@ -524,12 +524,16 @@ def _cypher(args: argparse.Namespace, tg: TrajGraph) -> int:
     return _print_rows(rows, args.json)
 
 
+def _one_line_value(value: Any) -> str:
+    return str(value).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> int:
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
     else:
-        for row in rows:
-            print("  ".join(f"{k}={v}" for k, v in row.items()))
+        for row in rows:  # one line per row: a task's or an action's newlines escaped
+            print("  ".join(f"{k}={_one_line_value(v)}" for k, v in row.items()))
         print(f"({len(rows)} rows)")
     return 0
 
