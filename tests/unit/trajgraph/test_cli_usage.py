@@ -44,7 +44,10 @@ def test_hook_claude_code_help_lists_its_flags(capsys: pytest.CaptureFixture[str
 def test_text_rows_are_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
     # `trajgraph trajectories` and `trajgraph cypher NAME`: a task or an action holding
     # newlines must not spread one row over many lines (grep, wc -l, the "(N rows)" count).
-    rows = [{"id": "a", "task": "line one\nline two\r\nthree", "turns": 2}, {"id": "b"}]
+    rows: list[dict[str, object]] = [
+        {"id": "a", "task": "line one\nline two\r\nthree", "turns": 2},
+        {"id": "b"},
+    ]
     assert cli._print_rows(rows, as_json=False) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["id=a  task=line one\\nline two\\r\\nthree  turns=2", "id=b", "(2 rows)"]
