@@ -1,18 +1,18 @@
 """Replay evaluation of reminder-or-silence: how often does a reminder fire, and is it right?
 
 Every real trajectory in ../shared/trajectories and a set of synthetic ones
-(bench/synthetic.py) is ingested once (heuristic extractor, no embeddings) into a temporary
-tenant. Then each trajectory is replayed step by step: for turn t = 1 … n-1 the reminder is
-asked about the action of turn t with ``before_turn=t``, i.e. against the graph of turns < t
-(the as-of view equals a graph built from those turns alone; ``--check-prefix`` proves it
-here by ingesting real prefixes and comparing, and
+(trajgraph/evaluation/synthetic.py) is ingested once (heuristic extractor, no embeddings)
+into a temporary tenant. Then each trajectory is replayed step by step: for turn
+t = 1 … n-1 the reminder is asked about the action of turn t with ``before_turn=t``, i.e.
+against the graph of turns < t (the as-of view equals a graph built from those turns
+alone; ``--check-prefix`` proves it here by ingesting real prefixes and comparing, and
 tests/integration/queries/test_remind.py pins it).
 
 Each fired reminder is checked against the **log** (raw actions and observations, not the
 graph) by an oracle for the rule it names:
 
 * ``repeated_failure``: an earlier run of the same or a near-identical action (the canonical
-  forms of queries/actions.py) failed, judged from its raw observation (non-zero return
+  forms of extractors/actions.py) failed, judged from its raw observation (non-zero return
   code, traceback, ``FAILED``, ``Error:``, ``Command execution failed`` ...), that run is the
   latest run of it, only read-only steps lie in between, and the reminder cites it;
 * ``changed_state``: the action uses ``key=old`` while the log assigned ``key`` another value

@@ -1,8 +1,8 @@
 """Scaling benchmark: 10× more turns → how much more time and peak memory, per runner.
 
-Writes synthetic episodes (bench/synthetic.py) as AMA-Bench JSONL files (several episodes
-per file) for N turns and for ``factor``·N turns, and ingests each set with the real
-pipeline (heuristic extractor) into a temporary tenant that is deleted afterwards, on each
+Writes synthetic episodes (trajgraph/evaluation/synthetic.py) as AMA-Bench JSONL files
+(several episodes per file) for N turns and for ``factor``·N turns, and ingests each set with
+the real pipeline (heuristic extractor) into a temporary tenant that is deleted afterwards, on each
 runner of ``--runners``: the DirectRunner, and Beam's portable Prism runner (LOOPBACK workers,
 so the SDK harness runs in the child too; skipped with a note when no Prism binary is built).
 Each size runs in a fresh child process that reports its own peak RSS (``ru_maxrss``, the

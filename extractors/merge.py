@@ -4,10 +4,10 @@
 * state keys stay as extracted unless two collide, then the later one is re-keyed
   ``t<turn>.<key>`` (``~2``, ``~3`` ... if that is taken too) and its edges follow;
 * objects with the same verbatim name become one, with the union of their turns;
-* SUPERSEDES links each state to the latest state of an earlier turn with the same
-  (subject, attribute). Added/removed lines are members of a list, not successive values,
-  so they do not supersede each other; instead a removed line supersedes the latest earlier
-  "added" state of the same subject and value;
+* SUPERSEDES links each state to the states of the latest earlier turn with the same
+  (subject, attribute) (every one, when that turn showed several). Added/removed lines are
+  members of a list, not successive values, so they do not supersede each other; instead a
+  removed line supersedes the latest earlier "added" state of the same subject and value;
 * cross-window CAUSES: a state causes the first later action (within ``HORIZON`` turns) that
   uses one of its associated objects verbatim (bare command words like ``ls`` excepted),
   and an error (or a non-zero exit code) causes the next action, since agents react to
@@ -326,7 +326,10 @@ class _Edges:
 
 def _supersedes(states: list[StateItem]) -> list[SupersedesItem]:
     out: list[SupersedesItem] = []
-    latest: dict[tuple[str, str], StateItem] = {}
+    # (subject, attribute) -> the states of the latest turn that showed it: one run may show
+    # several (two errors of one command), and a later state replaces every one of them, so
+    # none stays "current" (nothing supersedes it) after a re-run no longer shows it.
+    latest: dict[tuple[str, str], list[StateItem]] = {}
     added: dict[tuple[str, str], StateItem] = {}  # (subject, value) of the latest added line
     by_turn: dict[int, list[StateItem]] = defaultdict(list)
     for s in states:
@@ -336,20 +339,23 @@ def _supersedes(states: list[StateItem]) -> list[SupersedesItem]:
         # Links only go to earlier turns, so compute them all before this turn updates `latest`.
         for s in group:
             if s.kind in _LIST_KINDS:
-                older = added.get((s.subject, s.value)) if s.kind == "line_removed" else None
+                removed = added.get((s.subject, s.value)) if s.kind == "line_removed" else None
+                olders = [removed] if removed is not None else []
             else:
-                older = latest.get((s.subject, s.attribute))
-            if older is not None:
+                olders = latest.get((s.subject, s.attribute), [])
+            for older in olders:
                 out.append(
                     SupersedesItem(
                         newer=f"state:{s.key}", older=f"state:{older.key}", turns=[turn, older.turn]
                     )
                 )
+        this_turn: dict[tuple[str, str], list[StateItem]] = defaultdict(list)
         for s in group:
             if s.kind == "line_added":
                 added[(s.subject, s.value)] = s
             elif s.kind not in _LIST_KINDS:
-                latest[(s.subject, s.attribute)] = s
+                this_turn[(s.subject, s.attribute)].append(s)
+        latest.update(this_turn)
     return out
 
 

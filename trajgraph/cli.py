@@ -52,7 +52,8 @@ commands:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trajgraph", usage=USAGE)
-    sub = p.add_subparsers(dest="command", required=True)
+    # prog: each command's usage is `trajgraph NAME ...`, not USAGE's command list.
+    sub = p.add_subparsers(dest="command", required=True, prog="trajgraph")
 
     sub.add_parser("ingest", add_help=False)
     sub.add_parser("stream", add_help=False)
@@ -297,6 +298,9 @@ def _hook(argv: list[str]) -> int:
     if which == "claude-code":
         from trajgraph.hooks import claude_code
 
+        if {"-h", "--help"} & set(argv[1:]):  # a person asking, not Claude Code
+            print(claude_code.build_parser().format_help(), end="")
+            return 0
         return claude_code.main(argv[1:])  # never fails: silence, logged, is its error path
     p = argparse.ArgumentParser(prog="trajgraph hook", description="agent hooks (docs/hooks.md)")
     p.add_argument("action", choices=("claude-code", "serve", "stop"))
@@ -533,12 +537,16 @@ def _cypher(args: argparse.Namespace, tg: TrajGraph) -> int:
     return _print_rows(rows, args.json)
 
 
+def _one_line_value(value: Any) -> str:
+    return str(value).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> int:
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
     else:
-        for row in rows:
-            print("  ".join(f"{k}={v}" for k, v in row.items()))
+        for row in rows:  # one line per row: a task's or an action's newlines escaped
+            print("  ".join(f"{k}={_one_line_value(v)}" for k, v in row.items()))
         print(f"({len(rows)} rows)")
     return 0
 

@@ -13,11 +13,12 @@ from typing import Any
 
 import neo4j
 
-from trajgraph.errors import NotFoundError
+from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.graph.connection import graph_errors
 
 _HEADER = re.compile(r"^//\s?(\w+):\s*(.*)$")
 QUERY_TIMEOUT_S = 30.0
+MISSING_PARAMETER = "Neo.ClientError.Statement.ParameterMissing"
 
 
 @dataclass(frozen=True)
@@ -74,4 +75,13 @@ def run(
         graph_errors(f"query {name!r}"),
         driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as s,
     ):
-        return s.execute_read(neo4j.unit_of_work(timeout=timeout_s)(work))
+        try:
+            return s.execute_read(neo4j.unit_of_work(timeout=timeout_s)(work))
+        except neo4j.exceptions.ClientError as e:
+            if e.code != MISSING_PARAMETER:
+                raise
+            # The caller's to fix (exit 2 / ConfigError), not Neo4j failing (GraphError).
+            raise ConfigError(
+                f"query {name!r}: {e.message}; pass each as --param NAME=VALUE (null for none). "
+                f"Its params: {query.header.get('params', '?')}"
+            ) from e

@@ -2,7 +2,7 @@
 
 Offline rules, in priority order (the first that holds answers; none holding is silence):
 
-1. ``repeated_failure``: the same or a near-identical action (queries/actions.py) already
+1. ``repeated_failure``: the same or a near-identical action (extractors/actions.py) already
    failed, its latest run failed, and only read-only actions happened since, so nothing it
    depends on changed. The reminder quotes the error verbatim and cites the failing runs.
 2. ``undoes_fix``: the action reverts a file (``git checkout -- F``, ``git stash``, ``rm F``,

@@ -46,12 +46,34 @@ class PassThrough(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="trajgraph hook claude-code", add_help=False)
-    p.add_argument("--decision", choices=DECISIONS, default="context")
-    p.add_argument("--tenant", default=None)
-    p.add_argument("--budget-ms", type=float, default=DEFAULT_BUDGET_MS)
-    p.add_argument("--in-process", action="store_true")
-    p.add_argument("--no-start", action="store_true", help="do not start a server")
+    # No -h: a hook never exits on a flag; `trajgraph hook claude-code --help` prints this
+    # parser's help in trajgraph.cli before the hook runs.
+    p = argparse.ArgumentParser(
+        prog="trajgraph hook claude-code",
+        add_help=False,
+        description="Claude Code's PreToolUse/PostToolUse hook: reads the hook JSON on stdin, "
+        "answers with a reminder or nothing, always exits 0 (docs/hooks.md).",
+    )
+    p.add_argument(
+        "--decision",
+        choices=DECISIONS,
+        default="context",
+        help="context (default): add the reminder to the model's context; ask: ask the user; "
+        "deny: block the call",
+    )
+    p.add_argument("--tenant", default=None, help="default TRAJGRAPH_TENANT")
+    p.add_argument(
+        "--budget-ms",
+        type=float,
+        default=DEFAULT_BUDGET_MS,
+        help=f"wait at most this long for an answer, then silence ({DEFAULT_BUDGET_MS:g})",
+    )
+    p.add_argument(
+        "--in-process", action="store_true", help="do the work in this process (debugging)"
+    )
+    p.add_argument(
+        "--no-start", action="store_true", help="do not start a hook server when none listens"
+    )
     return p
 
 

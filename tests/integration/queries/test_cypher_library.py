@@ -649,3 +649,17 @@ def test_cli_cypher_reads_the_tenant_given(
     assert cli.main([*argv, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in rows] == ["cypher-tenant"]
+
+
+def test_cli_cypher_without_a_param_is_the_callers_error(
+    neo4j_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A parameter left out is something the caller must change (exit 2, like a bad flag), not
+    # a Neo4j failure a rerun may fix (exit 1); the message says which and how to pass it.
+    argv = ["cypher", "why_chain", "--param", "trajectory=x", "--tenant", "nobody-here"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trajgraph: error: ") and len(err.splitlines()) == 1
+    for name in ("turn", "state", "depth"):
+        assert name in err
+    assert "--param" in err

@@ -92,6 +92,27 @@ def test_states_of_one_turn_do_not_supersede_each_other() -> None:
     }
 
 
+def test_a_later_state_supersedes_every_state_of_the_latest_turn() -> None:
+    # A run that showed two errors of one command, then a re-run showing one: both earlier
+    # errors are replaced, so neither stays "current" (nothing supersedes it) at the end.
+    def err(key: str, turn: int, value: str) -> StateItem:
+        return state(key, turn, subject="python r.py", attribute="error", kind="error", value=value)
+
+    ws = [
+        win(0, [err("a1", 0, "Error Case 1: boom"), err("a2", 0, "Error Case 2: bang")]),
+        win(2, [err("c2", 2, "Error Case 2: bang")]),
+        win(3, [err("d2", 3, "Error Case 2: bang")]),
+    ]
+    result = merge(turns("python r.py", "edit", "python r.py", "python r.py"), ws)
+    assert {(s.newer, s.older) for s in result.supersedes} == {
+        ("state:c2", "state:a1"),
+        ("state:c2", "state:a2"),
+        ("state:d2", "state:c2"),
+    }
+    superseded = {s.older for s in result.supersedes}
+    assert [k for k in ("a1", "a2", "c2", "d2") if f"state:{k}" not in superseded] == ["d2"]
+
+
 def test_list_lines_only_supersede_when_removed() -> None:
     def added(key: str, turn: int, value: str) -> StateItem:
         return state(key, turn, subject="ls", attribute="line", value=value, kind="line_added")

@@ -1,6 +1,6 @@
 """Brief and reminder logic without a database: canonical actions, read-only steps, reverts,
 pass/fail verdicts, failure grouping, budget trimming, the offline rules and the LLM reply
-checks (queries/actions.py, brief.py, remind.py, llm_remind.py)."""
+checks (extractors/actions.py, brief.py, remind.py, llm_remind.py)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
+import pytest
+
 from trajgraph import cli
 
 
@@ -17,3 +19,35 @@ def test_usage_lists_every_subcommand() -> None:
     assert not missing, f"trajgraph --help does not list {missing}"
     # `hook` is dispatched before argparse (trajgraph.cli._hook): it must be listed too.
     assert "hook" in listed
+
+
+def test_subcommand_help_starts_with_its_own_usage() -> None:
+    # `trajgraph why --help` must not print the whole command list before its own usage.
+    subparsers = next(
+        a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    for name, parser in subparsers.choices.items():
+        usage = parser.format_usage()
+        assert usage.split()[:3] == ["usage:", "trajgraph", name], (name, usage[:200])
+        assert "commands:" not in usage, name
+
+
+def test_hook_claude_code_help_lists_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    # The hook swallows bad flags (it must never block the agent), but --help is asked by a
+    # person: it prints the flags docs/hooks.md documents and exits 0.
+    assert cli.main(["hook", "claude-code", "--help"]) == 0
+    out = capsys.readouterr().out
+    for flag in ("--decision", "--tenant", "--budget-ms", "--no-start", "--in-process"):
+        assert flag in out, flag
+
+
+def test_text_rows_are_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
+    # `trajgraph trajectories` and `trajgraph cypher NAME`: a task or an action holding
+    # newlines must not spread one row over many lines (grep, wc -l, the "(N rows)" count).
+    rows: list[dict[str, object]] = [
+        {"id": "a", "task": "line one\nline two\r\nthree", "turns": 2},
+        {"id": "b"},
+    ]
+    assert cli._print_rows(rows, as_json=False) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["id=a  task=line one\\nline two\\r\\nthree  turns=2", "id=b", "(2 rows)"]
