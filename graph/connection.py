@@ -25,7 +25,7 @@ from neo4j.exceptions import (
     SessionExpired,
 )
 
-from trajgraph.errors import ConfigError, GraphError, redact
+from trajgraph.errors import ConfigError, GraphAuthError, GraphError, redact
 from trajgraph.settings import Neo4jSettings
 
 
@@ -56,7 +56,7 @@ def graph_errors(doing: str) -> Iterator[None]:
     try:
         yield
     except AuthError as e:
-        raise GraphError(
+        raise GraphAuthError(
             f"{doing} failed: Neo4j rejected the credentials (check NEO4J_USER and "
             f"NEO4J_PASSWORD): {e.message}"
         ) from e
@@ -97,7 +97,7 @@ def open_driver(
             driver.verify_connectivity()
         except AuthError as e:
             driver.close()
-            raise GraphError(
+            raise GraphAuthError(
                 f"Neo4j at {uri} rejected user {neo.user!r}: check NEO4J_PASSWORD"
             ) from e
         except (ServiceUnavailable, SessionExpired, OSError) as e:

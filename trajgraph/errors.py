@@ -71,6 +71,12 @@ class GraphError(TrajgraphError):
     """Neo4j is unreachable, was lost, or failed or rejected a statement."""
 
 
+class GraphAuthError(GraphError):
+    """Neo4j rejected the credentials. Its operator must fix NEO4J_USER or NEO4J_PASSWORD:
+    running the same command again cannot help (exit 2), and a caller of the HTTP API or MCP
+    server is told the graph is unavailable, as for any other graph failure."""
+
+
 class ServerError(TrajgraphError):
     """The local Neo4j server could not be fetched, started or stopped."""
 
@@ -143,6 +149,14 @@ INTERNAL = "internal error (logged on the server)"
 # Most specific first; the first row whose type matches decides.
 CONTRACT: tuple[Meaning, ...] = (
     Meaning(NotFoundError, "not_found", 404, EXIT_CONFIG),
+    Meaning(
+        GraphAuthError,
+        "graph_unavailable",
+        503,
+        EXIT_CONFIG,
+        "the graph database failed or is unreachable",
+        log="line",
+    ),
     Meaning(
         GraphError,
         "graph_unavailable",

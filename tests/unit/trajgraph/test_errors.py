@@ -27,6 +27,7 @@ from trajgraph.errors import (
     ConfigError,
     EmbedderMismatchError,
     ExtractionError,
+    GraphAuthError,
     GraphError,
     InputError,
     LLMError,
@@ -51,6 +52,8 @@ CASES: list[tuple[Exception, int, str, int]] = [
     (NotFoundError("trajectory", "t-1", tenant="a"), 404, "not_found", 2),
     (NotFoundError("query", "nope", hint="available: x"), 404, "not_found", 2),
     (GraphError("query failed: Neo4j is unreachable"), 503, "graph_unavailable", 1),
+    # Wrong credentials: the operator must act, a rerun cannot help.
+    (GraphAuthError("Neo4j rejected user 'neo4j'"), 503, "graph_unavailable", 2),
     (LLMError("the server at x failed 3 attempts", status=503), 502, "llm_unavailable", 1),
     (LLMReplyError("not JSON: Expecting value"), 502, "llm_unavailable", 1),
     (ConfigError("k must be between 1 and 50, got 0"), 400, "bad_request", 2),
@@ -205,6 +208,7 @@ def test_every_neo4j_exception_becomes_a_graph_error(vendor: Exception, says: st
     ):
         raise vendor
     assert info.value.__cause__ is vendor
+    assert isinstance(info.value, GraphAuthError) == isinstance(vendor, AuthError)
 
 
 def test_other_errors_pass_through_the_graph_mapping() -> None:
