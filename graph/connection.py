@@ -88,6 +88,12 @@ def open_driver(
             connection_acquisition_timeout=timeouts.acquire_s,
             max_transaction_retry_time=timeouts.retry_s,
             liveness_check_timeout=LIVENESS_CHECK_S,
+            # Optional turn fields (reward, thought, ...) are absent from many graphs, and
+            # the server notes every query that reads one: expected, and in a notebook the
+            # driver would log each as a warning.
+            notifications_disabled_classifications=[
+                neo4j.NotificationDisabledClassification.UNRECOGNIZED
+            ],
         )
     except (ConfigurationError, ValueError) as e:
         # The driver quotes the URI it was given: say what is wrong without it.
