@@ -224,7 +224,9 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
         return _error(UNEXPECTED.http_status, UNEXPECTED.code, public_message(e))
 
     @app.get("/healthz", tags=["probes"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
+        # On the event loop, not in the thread pool: a pool saturated by slow requests
+        # must not make a busy server look dead to its orchestrator.
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["probes"])
