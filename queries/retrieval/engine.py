@@ -811,15 +811,34 @@ before then than there their they them we you i me my our
 _STOP = frozenset(_STOP_WORDS.split())
 
 
+# Lucene refuses a query of more than 1,024 clauses (the server then reports a failed
+# procedure, which would read as an outage). Every term is a clause in each field of the
+# index (state_text has three), a phrase's terms each count: a long question keeps the
+# identifiers and words that fit, in order, within this many terms (3 x 300 < 1,024).
+MAX_QUERY_TERMS = 300
+# An upper bound on the terms a part is analysed into: each run of ASCII word characters is
+# at most one, and so is each other word character (an ideograph is a term of its own).
+_ASCII_RUN = re.compile(r"[A-Za-z0-9_]+")
+_OTHER_WORD_CHAR = re.compile(r"[^\W\x00-\x7f]")
+
+
 def lucene_query(question: str, identifiers: Sequence[str]) -> str:
     """A Lucene query: every identifier as an exact phrase, every other word as a term, all
-    special characters escaped (a question is data, never query syntax)."""
+    special characters escaped (a question is data, never query syntax); at most
+    MAX_QUERY_TERMS terms."""
     parts = ['"' + _escape(i) + '"' for i in identifiers if i.strip()]
     for word in _TERM.findall(question):
         w = word.lower().strip(".-/")
         if w and w not in _STOP and len(w) > 1:
             parts.append(_escape(w))
-    return " OR ".join(dict.fromkeys(parts))
+    kept: list[str] = []
+    terms = 0
+    for part in dict.fromkeys(parts):
+        n = max(1, len(_ASCII_RUN.findall(part)) + len(_OTHER_WORD_CHAR.findall(part)))
+        if terms + n <= MAX_QUERY_TERMS:
+            kept.append(part)
+            terms += n
+    return " OR ".join(kept)
 
 
 def _escape(text: str) -> str:

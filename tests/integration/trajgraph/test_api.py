@@ -25,6 +25,8 @@ from trajgraph.settings import Settings
 TRAJ = retries_log("synthetic-retries")
 KEY_A = "key-a-" + "x" * 20
 KEY_B = "key-b-" + "y" * 20
+_ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
+MANY_WORDS = " ".join(a + b for a in _ALNUM for b in _ALNUM)  # 1,296 words, 3,887 characters
 HOSTILE = [
     "' OR 1=1 //",
     '"}) MATCH (n) DETACH DELETE n //',
@@ -34,6 +36,8 @@ HOSTILE = [
     "<script>alert(1)</script>",
     '{"$where": "1"}',
     "a" * 600,
+    MANY_WORDS,  # more clauses than Lucene takes in one query
+    f'"{MANY_WORDS}"',  # the same as one quoted span (a phrase counts each term)
 ]
 
 
