@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import socket
 import sys
@@ -325,3 +326,21 @@ def test_http_sessions_belong_to_the_key_that_opened_them(mcp_http: Any) -> None
     # ...and its owner still can.
     status, _, body = _mcp_request(port, "POST", listing, extra=session)
     assert status == 200 and b'"retrieve"' in body, body[:300]
+
+
+def test_http_a_prompt_that_does_not_exist_is_an_error_not_a_logged_traceback(
+    mcp_http: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    port, _ = mcp_http
+    status, headers, _ = _mcp_request(port, "POST", INITIALIZE)
+    assert status == 200
+    session = f"mcp-session-id: {headers['mcp-session-id']}\r\n".encode()
+    session += b"mcp-protocol-version: 2025-06-18\r\n"
+    initialized = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}'
+    assert _mcp_request(port, "POST", initialized, extra=session)[0] == 202
+    ask = b'{"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "nope"}}'
+    with caplog.at_level(logging.DEBUG):
+        status, _, body = _mcp_request(port, "POST", ask, extra=session)
+    assert status == 200 and b"Unknown prompt: nope" in body, body[:300]
+    # A caller's mistake: no traceback in the server's log (it would be one per request).
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]
