@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,6 +27,7 @@ from trajgraph.client import TrajGraph
 from trajgraph.errors import ConfigError, meaning, one_line, public_message
 from trajgraph.http_guard import send_error
 from trajgraph.limits import (
+    REQUEST_TIMEOUT_S,
     BeforeTurn,
     BriefBudget,
     Budget,
@@ -75,7 +77,15 @@ class _Server(MCPServer):
         return await super().get_prompt(name, arguments, context)
 
 
-def build_server(settings: Settings, client: TrajGraph, *, stdio_tenant: str) -> MCPServer:
+def build_server(
+    settings: Settings,
+    client: TrajGraph,
+    *,
+    stdio_tenant: str,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+) -> MCPServer:
+    """The MCP server over ``client``. A tool call gives up after ``request_timeout_s``, as
+    an HTTP request does (its thread is left to finish: blocking work cannot be interrupted)."""
     install_log_redaction()
     remember_secrets(settings.secrets())
     keys = dict(settings.api_keys)
@@ -88,10 +98,12 @@ def build_server(settings: Settings, client: TrajGraph, *, stdio_tenant: str) ->
         return tenant_of_header(headers.get("authorization", ""), keys)
 
     async def call(fn: Callable[[], Any]) -> Any:
-        try:
-            return await anyio.to_thread.run_sync(fn)
-        except Exception as e:
-            raise tool_error(e) from e
+        with anyio.move_on_after(request_timeout_s):
+            try:
+                return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+            except Exception as e:
+                raise tool_error(e) from e
+        raise ToolError(f"timeout: no answer within {request_timeout_s:g}s")
 
     @mcp.tool(
         description="Answer a question about past agent trajectories with evidence. Returns "

@@ -19,17 +19,20 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
-from mcp import ClientSession, types
+from mcp import Client, ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
+from tests.fake_openai import FakeOpenAI
 from tests.integration.ingesting import Ingest
 from tests.integration.servers import serve_in_thread
 from trajgraph.client import TrajGraph
+from trajgraph.extractors.base import Stats
+from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.http_guard import uvicorn_config
 from trajgraph.mcp_server import build_server, http_app
-from trajgraph.settings import Settings
+from trajgraph.settings import LLMSettings, Settings
 
 TRAJ = {
     "id": "mcp-retries",
@@ -344,3 +347,30 @@ def test_http_a_prompt_that_does_not_exist_is_an_error_not_a_logged_traceback(
     assert status == 200 and b"Unknown prompt: nope" in body, body[:300]
     # A caller's mistake: no traceback in the server's log (it would be one per request).
     assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]
+
+
+def test_a_tool_call_is_bounded_like_an_http_request(
+    mcp_tenant: str, driver: Any, neo4j_settings: Settings
+) -> None:
+    # An LLM that takes its time (here 8 s a reply, within the client's 20 s): the API answers
+    # 504 after its request timeout, and a tool call must give up the same way, not hold
+    # the agent for as long as the LLM's retries take (6 x 120 s by default).
+    with FakeOpenAI(timeout_sleep_s=8.0) as fake:
+        fake.script(*["timeout"] * 10)
+        llm = ChatClient(LLMSettings(model="fake", base_url=fake.url, timeout_s=20), Stats())
+        with TrajGraph(driver, database=neo4j_settings.neo4j.database, llm=llm) as tg:
+            server = build_server(neo4j_settings, tg, stdio_tenant=mcp_tenant, request_timeout_s=1)
+
+            async def ask() -> Any:
+                async with Client(server) as client:
+                    args = {"question": "Why did the test fail?", "trajectory": TRAJ["id"]}
+                    return await client.call_tool("retrieve", args)
+
+            started = time.monotonic()
+            result = anyio.run(ask)
+            seconds = time.monotonic() - started
+    assert result.is_error
+    (message,) = result.content
+    assert isinstance(message, types.TextContent)
+    assert message.text == "Error executing tool retrieve: timeout: no answer within 1s"
+    assert seconds < 6, seconds
