@@ -265,6 +265,14 @@ def test_limits(api: Api) -> None:
         assert body["error"]["code"] == "invalid_request"
     status, body = api.call("POST", "/v1/retrieve", raw=b"{not json")
     assert status == 422
+    # A field name is the caller's text too: echoed escaped and short, never raw control
+    # characters (a terminal would run them) or kilobytes of it.
+    status, body = api.call(
+        "POST", "/v1/retrieve", {"question": "q", "\x1b[2J\u202e" + "k" * 5000: 1}
+    )
+    message = body["error"]["message"]
+    assert status == 422 and "\x1b" not in message and "\u202e" not in message, message
+    assert "\\u001b[2J" in message and len(message) < 400, message
     # A chunked body announces no length: refused before it is read. The request goes out in
     # one write: the server answers and may close before the body arrives, and http.client's
     # separate chunk writes then met a closed socket (a BrokenPipe, seen once in CI).
