@@ -62,9 +62,11 @@ from trajgraph.limits import (
 from trajgraph.queries import lessons as lessons_mod
 from trajgraph.queries.memory import brief as brief_mod
 from trajgraph.redaction import install_log_redaction, remember_secrets
+from trajgraph.schemas.ids import escape_unprintable
 from trajgraph.settings import Settings
 
 log = logging.getLogger(__name__)
+MAX_ECHO_CHARS = 120  # of a caller's field name in a 422's message
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "error_response", "serve"]
 
@@ -207,7 +209,11 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, e: RequestValidationError) -> JSONResponse:
         first = e.errors()[0] if e.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
+        # The location holds the caller's own field names: escaped and cut, like any text of
+        # theirs we print.
+        where = escape_unprintable(".".join(str(p) for p in first.get("loc", ())))
+        if len(where) > MAX_ECHO_CHARS:
+            where = where[: MAX_ECHO_CHARS - 1] + "…"
         return _error(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}")
 
     @app.exception_handler(StarletteHTTPException)
@@ -224,7 +230,9 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
         return _error(UNEXPECTED.http_status, UNEXPECTED.code, public_message(e))
 
     @app.get("/healthz", tags=["probes"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
+        # On the event loop, not in the thread pool: a pool saturated by slow requests
+        # must not make a busy server look dead to its orchestrator.
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["probes"])

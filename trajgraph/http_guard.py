@@ -171,6 +171,25 @@ def _guarded_protocol() -> type:
                 self._head_deadline.cancel()
             super().connection_lost(exc)
 
+        def send_400_response(self, msg: str) -> None:
+            # A request h11 cannot parse (raw bytes in the target, a negative length, an
+            # unknown transfer coding, too many headers): the error contract's JSON, not
+            # uvicorn's text/plain.
+            import h11
+
+            body = json.dumps(
+                {"error": {"code": "bad_request", "message": "the HTTP request is malformed"}}
+            ).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ]
+            response = h11.Response(status_code=400, headers=headers, reason=b"Bad Request")
+            for event in (response, h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event) or b"")
+            self.transport.close()
+
         def _arm(self) -> None:
             if self._head_deadline is not None:
                 self._head_deadline.cancel()

@@ -700,10 +700,17 @@ class _Run:
     ) -> dict[str, Any]:
         params = {"tenant": scope["tenant"], "trajectory": scope["trajectory"]}
 
+        database = self._engine.database
+
         @neo4j.unit_of_work(timeout=CYPHER_TIMEOUT_S)
-        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
+        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]] | str:
             # The caller's query, by design: it runs in a READ transaction (the server refuses
-            # writes there) with a timeout, and sees only $tenant and $trajectory.
+            # writes there) with a timeout, and sees only $tenant and $trajectory; its plan
+            # is checked first for what a READ transaction allows but is not the graph.
+            plan = tx.run(cast("LiteralString", "EXPLAIN " + query), params).consume().plan
+            outside = _outside_the_graph(plan, database)
+            if outside is not None:
+                return outside
             result = tx.run(cast("LiteralString", query), params)
             return [r.data() for r in islice(result, MAX_CYPHER_ROWS)]
 
@@ -713,6 +720,8 @@ class _Run:
             # The caller's Cypher failed (syntax, a write refused, its timeout): that is the
             # answer to report. A lost server is a DriverError and leaves as GraphError.
             return {"code_error": f"cypher failed: {e.message}"}
+        if isinstance(rows, str):
+            return {"code_error": f"cypher refused: {rows} is outside the graph"}
         found["cypher"] = Evidence(
             uid="cypher",
             kind="code",
@@ -799,6 +808,28 @@ def _check(question: str, mode: str, k: int, depth: int, budget: int) -> None:
         raise ConfigError(f"budget must be between 50 and {MAX_BUDGET} tokens, got {budget}")
 
 
+def _outside_the_graph(plan: dict[str, Any] | None, database: str) -> str | None:
+    """What in a query plan reaches beyond ``database``'s graph, though a READ transaction
+    allows it: LOAD CSV (reads the server's files, fetches URLs), SHOW and administration
+    commands, procedures outside ``db.*`` (``dbms.listConfig`` is the server's
+    configuration), another database. None when there is nothing of the kind."""
+    stack = [plan] if plan else []
+    while stack:
+        op = stack.pop()
+        kind, _, where = str(op.get("operatorType", "")).partition("@")
+        details = str((op.get("args") or {}).get("Details", ""))
+        if kind == "LoadCSV":
+            return "LOAD CSV"
+        if kind.startswith("Show"):
+            return "SHOW " + kind.removeprefix("Show")
+        if kind.startswith("Administration") or (where and where.lower() != database.lower()):
+            return f"an administration command or another database ({where or kind})"
+        if kind.startswith("ProcedureCall") and not details.startswith("db."):
+            return f"the procedure {details.split('(')[0] or '?'}"
+        stack.extend(op.get("children") or [])
+    return None
+
+
 # -- full-text query ----------------------------------------------------------------------------
 
 _LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
@@ -811,15 +842,34 @@ before then than there their they them we you i me my our
 _STOP = frozenset(_STOP_WORDS.split())
 
 
+# Lucene refuses a query of more than 1,024 clauses (the server then reports a failed
+# procedure, which would read as an outage). Every term is a clause in each field of the
+# index (state_text has three), a phrase's terms each count: a long question keeps the
+# identifiers and words that fit, in order, within this many terms (3 x 300 < 1,024).
+MAX_QUERY_TERMS = 300
+# An upper bound on the terms a part is analysed into: each run of ASCII word characters is
+# at most one, and so is each other word character (an ideograph is a term of its own).
+_ASCII_RUN = re.compile(r"[A-Za-z0-9_]+")
+_OTHER_WORD_CHAR = re.compile(r"[^\W\x00-\x7f]")
+
+
 def lucene_query(question: str, identifiers: Sequence[str]) -> str:
     """A Lucene query: every identifier as an exact phrase, every other word as a term, all
-    special characters escaped (a question is data, never query syntax)."""
+    special characters escaped (a question is data, never query syntax); at most
+    MAX_QUERY_TERMS terms."""
     parts = ['"' + _escape(i) + '"' for i in identifiers if i.strip()]
     for word in _TERM.findall(question):
         w = word.lower().strip(".-/")
         if w and w not in _STOP and len(w) > 1:
             parts.append(_escape(w))
-    return " OR ".join(dict.fromkeys(parts))
+    kept: list[str] = []
+    terms = 0
+    for part in dict.fromkeys(parts):
+        n = max(1, len(_ASCII_RUN.findall(part)) + len(_OTHER_WORD_CHAR.findall(part)))
+        if terms + n <= MAX_QUERY_TERMS:
+            kept.append(part)
+            terms += n
+    return " OR ".join(kept)
 
 
 def _escape(text: str) -> str:

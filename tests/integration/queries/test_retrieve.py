@@ -188,6 +188,30 @@ def test_read_only_cypher_runs_and_writes_are_refused(engine: Retriever, corpus:
     assert "code_error" in bad.counts
 
 
+def test_read_only_cypher_stays_inside_the_graph(engine: Retriever, corpus: str) -> None:
+    # A READ transaction still lets LOAD CSV read the server's files and fetch URLs, shows
+    # the server's configuration and users: none of that is the graph.
+    for query, says in (
+        ("LOAD CSV FROM 'file:///etc/passwd' AS line RETURN line", "LOAD CSV"),
+        ("CALL { LOAD CSV FROM 'http://127.0.0.1:9/x' AS l RETURN l } RETURN 1", "LOAD CSV"),
+        ("CALL dbms.listConfig() YIELD name, value RETURN name, value", "dbms.listConfig"),
+        ("SHOW USERS", "administration"),
+        ("SHOW PROCEDURES", "SHOW"),
+    ):
+        r = engine.retrieve("q", tenant=corpus, mode="code", cypher_query=query)
+        assert "cypher_rows" not in r.counts, query
+        assert r.counts["code_error"].startswith("cypher refused:"), r.counts
+        assert says in r.counts["code_error"], r.counts
+        assert "root:" not in r.context
+    ok = engine.retrieve(
+        "labels",
+        tenant=corpus,
+        mode="code",
+        cypher_query="CALL db.labels() YIELD label RETURN label",
+    )
+    assert ok.counts["cypher_rows"] >= 3
+
+
 def test_another_embedding_model_is_refused_not_mixed(driver: Any, corpus: str) -> None:
     from trajgraph.settings import load
 

@@ -25,6 +25,8 @@ from trajgraph.settings import Settings
 TRAJ = retries_log("synthetic-retries")
 KEY_A = "key-a-" + "x" * 20
 KEY_B = "key-b-" + "y" * 20
+_ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
+MANY_WORDS = " ".join(a + b for a in _ALNUM for b in _ALNUM)  # 1,296 words, 3,887 characters
 HOSTILE = [
     "' OR 1=1 //",
     '"}) MATCH (n) DETACH DELETE n //',
@@ -34,6 +36,8 @@ HOSTILE = [
     "<script>alert(1)</script>",
     '{"$where": "1"}',
     "a" * 600,
+    MANY_WORDS,  # more clauses than Lucene takes in one query
+    f'"{MANY_WORDS}"',  # the same as one quoted span (a phrase counts each term)
 ]
 
 
@@ -261,6 +265,14 @@ def test_limits(api: Api) -> None:
         assert body["error"]["code"] == "invalid_request"
     status, body = api.call("POST", "/v1/retrieve", raw=b"{not json")
     assert status == 422
+    # A field name is the caller's text too: echoed escaped and short, never raw control
+    # characters (a terminal would run them) or kilobytes of it.
+    status, body = api.call(
+        "POST", "/v1/retrieve", {"question": "q", "\x1b[2J\u202e" + "k" * 5000: 1}
+    )
+    message = body["error"]["message"]
+    assert status == 422 and "\x1b" not in message and "\u202e" not in message, message
+    assert "\\u001b[2J" in message and len(message) < 400, message
     # A chunked body announces no length: refused before it is read. The request goes out in
     # one write: the server answers and may close before the body arrives, and http.client's
     # separate chunk writes then met a closed socket (a BrokenPipe, seen once in CI).

@@ -52,7 +52,7 @@ from trajgraph.client import TrajGraph
 from trajgraph.graph import governance
 from trajgraph.jobs import ingest
 from trajgraph.limits import BODY_TIMEOUT_S, REQUEST_TIMEOUT_S
-from trajgraph.mcp_server import build_server
+from trajgraph.mcp_server import build_server, http_app
 from trajgraph.settings import Settings
 
 KEY_A = "fuzz-key-a-" + "a" * 24
@@ -281,6 +281,8 @@ TARGETS = st.one_of(
             "http://evil.example/v1/retrieve",
             "/v1/search?q=" + "%41" * 3000,
             "/" + "a" * 9000,
+            "/mcp",
+            "/mcp/",
         ]
     ),
     st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=40).map(
@@ -310,12 +312,25 @@ HEADER_LINES = st.lists(
             "Bad Header: x",
             ":empty-name",
             "X-Long: " + "x" * 20_000,
+            "X-Note: caf\xe9",  # bytes that are not UTF-8 (the lines go out as latin-1)
+            f"Authorization: Bearer {KEY_A}\xff",
+            "mcp-session-id: \xff\xfe",
         ]
     ),
     max_size=5,
 )
 
 
+@pytest.fixture(scope="module")
+def mcp_http_url(target: Target, driver: neo4j.Driver) -> Iterator[str]:
+    """MCP's streamable-HTTP transport, keyed like the API: the same raw requests go to it."""
+    with TrajGraph(driver, database=target.settings.neo4j.database) as tg:
+        server = build_server(target.settings, tg, stdio_tenant=target.tenant_a)
+        with serve_in_thread(http_app(server, target.settings)) as url:
+            yield url
+
+
+@pytest.mark.parametrize("door", ["api", "mcp"])
 @FUZZ
 @given(
     method=METHODS,
@@ -329,9 +344,16 @@ HEADER_LINES = st.lists(
     ),
 )
 def test_raw_http_never_gets_a_5xx_or_holds_on(
-    target: Target, method: str, target_path: str, lines: list[str], body: bytes
+    door: str,
+    target: Target,
+    mcp_http_url: str,
+    method: str,
+    target_path: str,
+    lines: list[str],
+    body: bytes,
 ) -> None:
-    host, port = target.url.removeprefix("http://").split(":")
+    url = target.url if door == "api" else mcp_http_url
+    host, port = url.removeprefix("http://").split(":")
     head = f"{method} {target_path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(
         line + "\r\n" for line in lines
     )
@@ -349,7 +371,7 @@ def test_raw_http_never_gets_a_5xx_or_holds_on(
         except OSError:
             pass
     seconds = time.monotonic() - started
-    TRIED["raw HTTP"] += 1
+    TRIED[f"raw HTTP {door}"] += 1
     match = re.match(rb"HTTP/1\.[01] (\d{3})", reply)
     status = int(match.group(1)) if match else 0  # 0: closed without an answer
     STATUSES[f"raw HTTP {status}"] += 1

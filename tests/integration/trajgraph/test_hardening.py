@@ -250,7 +250,7 @@ def _raw(url: str, data: bytes, *, read_for: float = 5.0) -> tuple[bytes, float]
                 if not chunk:
                     break
                 chunks.append(chunk)
-        except TimeoutError:
+        except (TimeoutError, ConnectionResetError):  # a reset: the server closed unread
             pass
     return b"".join(chunks), time.monotonic() - started
 
@@ -277,6 +277,21 @@ def test_conflicting_framing_is_refused_without_reading_the_body(served: Served)
     assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
     assert b"Content-Length and Transfer-Encoding" in reply
     assert sent < 100 or time.monotonic() - started < 20
+
+
+def test_a_request_the_http_parser_refuses_gets_a_json_error(served: Served) -> None:
+    key = f"Authorization: Bearer {KEY}\r\n".encode()
+    for request in (
+        b"GET /v1/trajectories/\xff HTTP/1.1\r\nHost: x\r\n" + key + b"\r\n",  # raw byte
+        b"POST /v1/retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n" + key + b"\r\n",
+        b"POST /v1/retrieve HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-A: a\r\n" * 20_000 + b"\r\n",
+    ):
+        reply, _ = _raw(served.server.url, request)
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), reply[:300]
+        assert b"content-type: application/json" in head.lower(), reply[:300]
+        assert json.loads(body)["error"]["code"] == "bad_request", reply[:300]
 
 
 def test_no_redirect_echoes_the_host_header(served: Served) -> None:

@@ -127,6 +127,23 @@ def test_lucene_query_escapes_everything_a_question_may_contain() -> None:
     assert lucene_query("the of and", []) == ""
 
 
+def test_lucene_query_stays_under_lucenes_clause_limit() -> None:
+    # Lucene refuses a query of more than 1,024 clauses (a phrase counts each of its terms):
+    # a long question of distinct words, or a long quoted span, must not reach it.
+    alnum = "abcdefghijklmnopqrstuvwxyz0123456789"
+    words = " ".join(a + b for a in alnum for b in alnum)  # 1,296 words, 3,887 characters
+    cjk = "".join(chr(0x4E00 + i) for i in range(1500))  # one token per character
+    for question, identifiers in ((words, []), (f'"{words}"', [words]), ("x", [cjk, "ab"])):
+        q = lucene_query(question, identifiers)
+        tokens = len(re.findall(r"[A-Za-z0-9_]+", q.replace(" OR ", " ")))
+        tokens += len(re.findall(r"[^\x00-\x7f]", q))
+        # Each term is a clause per field of the index (state_text has three).
+        assert 0 < 3 * tokens <= 1024, tokens
+    assert lucene_query("x", [cjk, "ab"]) == '"ab"'  # what fits is kept
+    short = lucene_query("why did tests/a.py fail", ["tests/a.py"])
+    assert short == '"tests\\/a.py" OR tests\\/a.py OR fail'
+
+
 def test_context_fits_the_budget_and_is_time_ordered() -> None:
     items = [
         Evidence(f"u{i}", "turn", "t", i, "observation " * 200, "seed", 0.5, "seed")

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
@@ -444,6 +445,43 @@ def test_a_body_that_stops_arriving_times_out() -> None:
     assert capture.status == 408 and seen == []
     assert capture.body["error"]["code"] == "request_timeout"
     assert time.monotonic() - started < 3
+
+
+def test_the_liveness_probe_answers_while_every_worker_thread_is_busy() -> None:
+    """Handlers run their blocking work in the thread pool; a saturated pool (slow queries,
+    sandbox runs waiting for a slot) must not make /healthz time out, or an orchestrator
+    restarts a server that is merely busy."""
+    from trajgraph.api import create_app
+
+    app = create_app(Settings(api_keys={"k" * 16: "t"}))
+
+    async def probe() -> _Capture:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        holders = [object() for _ in range(int(limiter.total_tokens))]
+        for holder in holders:
+            await limiter.acquire_on_behalf_of(holder)
+        try:
+            capture = _Capture()
+            scope = {
+                "type": "http",
+                "method": "GET",
+                "path": "/healthz",
+                "raw_path": b"/healthz",
+                "query_string": b"",
+                "headers": [],
+            }
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            await asyncio.wait_for(app(scope, receive, capture), timeout=5)
+            return capture
+        finally:
+            for holder in holders:
+                limiter.release_on_behalf_of(holder)
+
+    capture = asyncio.run(probe())
+    assert capture.status == 200 and capture.body == {"status": "ok"}
 
 
 # -- one set of limits for HTTP and MCP ------------------------------------------------------
