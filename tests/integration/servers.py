@@ -29,6 +29,22 @@ from trajgraph.http_guard import uvicorn_config
 from trajgraph.settings import Settings
 
 
+def child_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment of a `trajgraph` child process: only what finding programs needs,
+    the test Neo4j's connection, and ``extra`` (so nothing of the test run's own settings
+    leaks into what the child is meant to show)."""
+    neo = settings.neo4j
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")}
+    return {
+        **keep,
+        "NEO4J_URI": neo.uri,
+        "NEO4J_USER": neo.user,
+        "NEO4J_PASSWORD": neo.password,
+        "NEO4J_DATABASE": neo.database,
+        **extra,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,6 +10,7 @@ import pytest
 from apache_beam.runners.runner import PipelineState
 
 from tests.integration.ingesting import Ingest
+from tests.integration.servers import child_env
 from trajgraph.demo import DEMO_ID, sample_trajectory, write_sample
 from trajgraph.graph import cypher
 from trajgraph.pipelines import ingest as pipeline
@@ -176,7 +177,6 @@ def test_many_small_trajectories_leave_stderr_empty(
     """A run that went well says so on stdout and nothing on stderr: many one-turn
     trajectories made Beam's batch-size fit print numpy warnings there, a dozen lines that
     read like a traceback's."""
-    import os
     import subprocess
     import sys
 
@@ -187,14 +187,7 @@ def test_many_small_trajectories_leave_stderr_empty(
             for i in range(300)
         )
     )
-    neo = neo4j_settings.neo4j
-    env = {
-        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
-        "NEO4J_URI": neo.uri,
-        "NEO4J_USER": neo.user,
-        "NEO4J_PASSWORD": neo.password,
-        "NEO4J_DATABASE": neo.database,
-    }
+    env = child_env(neo4j_settings)
     exe = Path(sys.executable).with_name("trajgraph")
     argv = [str(exe), "ingest", str(log), "--tenant", tenant, "--progress", "off"]
     argv += ["--extractor", "heuristic", "--embedder", "none", "--dead-letter", str(tmp_path)]

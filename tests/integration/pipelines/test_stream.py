@@ -5,7 +5,6 @@ batch ingest of the same trajectory (`trajgraph digest`)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import Ingest
+from tests.integration.servers import child_env
 from trajgraph.graph import governance, ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.pipelines import stream
@@ -146,18 +146,6 @@ def test_stream_source_must_exist(bad: str, neo4j_settings: Settings) -> None:
         stream.run([f"/nonexistent/{bad}"], settings=neo4j_settings)
 
 
-def _env(settings: Settings, tenant: str) -> dict[str, str]:
-    neo = settings.neo4j
-    return {
-        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
-        "NEO4J_URI": neo.uri,
-        "NEO4J_USER": neo.user,
-        "NEO4J_PASSWORD": neo.password,
-        "NEO4J_DATABASE": neo.database,
-        "TRAJGRAPH_TENANT": tenant,
-    }
-
-
 @pytest.mark.parametrize(
     ("bad_line", "code", "status"), [("", 0, "ok"), ("{broken\n", 3, "partial")]
 )
@@ -168,7 +156,7 @@ def test_stream_from_stdin(
     still arrive, and the stream exits 3 (partial) like an ingest that dead-lettered."""
     tenant = f"sin-{uuid.uuid4().hex[:6]}"
     neo = neo4j_settings.neo4j
-    env = _env(neo4j_settings, tenant)
+    env = child_env(neo4j_settings, TRAJGRAPH_TENANT=tenant)
     events = [
         {"trajectory_id": "piped", "idx": 1, "action": "cat a.txt", "observation": "hello"},
         {"trajectory_id": "piped", "idx": 0, "action": "ls", "observation": "a.txt"},
@@ -211,7 +199,7 @@ def test_a_stopped_stream_prints_its_counters(
     exe = Path(sys.executable).with_name("trajgraph")
     proc = subprocess.Popen(
         [str(exe), "stream", str(live), "--dead-letter", str(tmp_path / "dl")],
-        env=_env(neo4j_settings, tenant),
+        env=child_env(neo4j_settings, TRAJGRAPH_TENANT=tenant),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,7 +8,6 @@ The real files are in ../shared/corpora/agent-sessions (tests skip when it is ab
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
+from tests.integration.servers import child_env
 from tests.paths import AGENT_SESSIONS as CORPUS
 from tests.paths import REPO
 from trajgraph.graph import governance, ids
@@ -168,16 +168,7 @@ def test_hook_incremental_writes_equal_a_batch_ingest(
 
 @pytest.fixture
 def hook_env(neo4j_settings: Settings, tmp_path: Path) -> Iterator[dict[str, str]]:
-    neo = neo4j_settings.neo4j
-    env = {
-        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
-        "NEO4J_URI": neo.uri,
-        "NEO4J_USER": neo.user,
-        "NEO4J_PASSWORD": neo.password,
-        "NEO4J_DATABASE": neo.database,
-        "TRAJGRAPH_HOOK_DIR": str(tmp_path / "hook"),
-        "PYTHONPATH": str(REPO),
-    }
+    env = child_env(neo4j_settings, TRAJGRAPH_HOOK_DIR=str(tmp_path / "hook"), PYTHONPATH=str(REPO))
     yield env
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import socket
 import sys
 import threading
@@ -25,7 +24,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 
 from tests.fake_openai import FakeOpenAI
 from tests.integration.ingesting import Ingest
-from tests.integration.servers import serve_in_thread
+from tests.integration.servers import child_env, serve_in_thread
 from trajgraph.client import TrajGraph
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
@@ -117,15 +116,7 @@ async def _exercise(session: ClientSession) -> None:
 
 def test_stdio(mcp_tenant: str, neo4j_settings: Settings) -> None:
     exe = Path(sys.executable).with_name("trajgraph")
-    neo = neo4j_settings.neo4j
-    env = {
-        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME")},
-        "NEO4J_URI": neo.uri,
-        "NEO4J_USER": neo.user,
-        "NEO4J_PASSWORD": neo.password,
-        "NEO4J_DATABASE": neo.database,
-        "TRAJGRAPH_TENANT": mcp_tenant,
-    }
+    env = child_env(neo4j_settings, TRAJGRAPH_TENANT=mcp_tenant)
     params = StdioServerParameters(command=str(exe), args=["mcp"], env=env)
 
     async def main() -> None:
