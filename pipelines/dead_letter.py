@@ -9,6 +9,9 @@ from trajgraph.pipelines.adapters.base import Located, RawRecord
 from trajgraph.redaction import redact
 
 PREVIEW_CHARS = 500
+# Taken before redaction: a credential straddling the preview's cut is masked whole, not
+# left as a recognisable prefix.
+_UNREDACTED_CHARS = 2 * PREVIEW_CHARS
 # A reason is one error's message; some quote the whole record (a UnicodeEncodeError's repr):
 # cut it, the preview shows the record.
 REASON_CHARS = 2000
@@ -22,18 +25,16 @@ def _where(element: Any) -> tuple[str, str, str]:
 
 
 def _preview(text: str) -> str:
-    # Redacted before the cut, with room to spare: a credential straddling the cut is masked
-    # whole, not left as a recognisable prefix.
-    return redact(text[: 2 * PREVIEW_CHARS])[:PREVIEW_CHARS]
+    return redact(text[:_UNREDACTED_CHARS])[:PREVIEW_CHARS]
 
 
 def _unredacted_where(element: Any) -> tuple[str, str, str]:
     if isinstance(element, RawRecord):
         payload = element.payload
         if isinstance(payload, bytes | bytearray):
-            preview = bytes(payload[: 2 * PREVIEW_CHARS]).decode("utf-8", "replace")
+            preview = bytes(payload[:_UNREDACTED_CHARS]).decode("utf-8", "replace")
         else:
-            preview = json.dumps(payload, ensure_ascii=False, default=str)[: 2 * PREVIEW_CHARS]
+            preview = json.dumps(payload, ensure_ascii=False, default=str)[:_UNREDACTED_CHARS]
         return element.source, element.locator, preview
     if isinstance(element, str):  # a listed file's path (transforms.StatFileFn)
         return element, "file", ""
@@ -44,9 +45,9 @@ def _unredacted_where(element: Any) -> tuple[str, str, str]:
         return element.source, element.locator, str(element.trajectory.get("id", ""))
     data = getattr(element, "data", None)  # a streamed line (pipelines.streaming.Line)
     if isinstance(data, bytes) and hasattr(element, "source"):
-        preview = data[: 2 * PREVIEW_CHARS].decode("utf-8", "replace")
+        preview = data[:_UNREDACTED_CHARS].decode("utf-8", "replace")
         return str(element.source), str(getattr(element, "locator", "")), preview
-    return "", "", repr(element)[: 2 * PREVIEW_CHARS]
+    return "", "", repr(element)[:_UNREDACTED_CHARS]
 
 
 def from_exception(stage: str, bad: tuple[Any, tuple[Any, str, Any]]) -> dict[str, Any]:

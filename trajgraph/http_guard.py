@@ -33,12 +33,20 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-async def send_error(send: Send, status: int, code: str, message: str, *, close: bool) -> None:
-    """A JSON error ``{"error": {"code", "message"}}`` as a whole response."""
+def _error_message(
+    code: str, message: str, *, close: bool
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """Headers and body of a JSON error ``{"error": {"code", "message"}}``."""
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if close:  # the rest of the request was not read: the connection cannot be reused
         headers.append((b"connection", b"close"))
+    return headers, body
+
+
+async def send_error(send: Send, status: int, code: str, message: str, *, close: bool) -> None:
+    """A JSON error ``{"error": {"code", "message"}}`` as a whole response."""
+    headers, body = _error_message(code, message, close=close)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -177,14 +185,9 @@ def _guarded_protocol() -> type:
             # uvicorn's text/plain.
             import h11
 
-            body = json.dumps(
-                {"error": {"code": "bad_request", "message": "the HTTP request is malformed"}}
-            ).encode()
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ]
+            headers, body = _error_message(
+                "bad_request", "the HTTP request is malformed", close=True
+            )
             response = h11.Response(status_code=400, headers=headers, reason=b"Bad Request")
             for event in (response, h11.Data(data=body), h11.EndOfMessage()):
                 self.transport.write(self.conn.send(event) or b"")
