@@ -28,7 +28,9 @@ version is part of the node's uid, so signatures of two versions never mix):
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable, Sequence
 
 from trajgraph.extractors.identifiers import truncate_words
 
@@ -164,3 +166,106 @@ def _specific(message: str) -> bool:
 
 
 _PLACEHOLDER_WORDS = frozenset({"obj", "path", "addr", "NAME", "names", "name"})
+
+
+# The placeholders of values a user may type with or without quotes; the others (<n>, <path>,
+# <obj> ...) are normalised the same way in the asked text, so they must match themselves.
+_ANY_VALUE = re.compile(r"<(?:q|name|names)>")
+_TOKEN = re.compile(r"<(?:q|name|names)>|\w+|[^\w\s]")
+MIN_PREFIX_CHARS = 24  # of its own a known signature needs to match a shorter asked one
+MAX_VALUE_TOKENS = 8  # of a known signature's words that one asked value may stand for
+
+
+def closest_signature(asked: str, known: Iterable[str]) -> str | None:
+    """The known signature an asked one matches when a value (``<q>``, ``<name>``) on either
+    side may stand for words on the other: a failure typed by hand without its quotes (``No
+    module named psycopg2`` for ``No module named 'psycopg2'``, ``list object has no
+    attribute x``) or quoted where the logs did not quote it. Words match regardless of
+    case. The asked signature may stop early (a message pasted in part) when at least
+    ``MIN_PREFIX_CHARS`` of the known one's own characters match. The matched characters
+    must make up half of the asked signature's own, so ``KeyError: <q>`` is not the closest
+    signature of every ``KeyError``. Of several, the one with most matched characters wins,
+    then a whole match, then the shorter."""
+    a = _tokens(asked)
+    if not a:
+        return None
+    literal = {t for t in a if not _is_value(t)}
+    need = max(sum(len(t) for t in a if not _is_value(t)) / 2, 1)
+    best: tuple[int, int, int, str] | None = None  # min wins
+    for candidate in known:
+        if candidate == asked:
+            return candidate
+        k = _tokens(candidate)
+        if not k or (a[0] != k[0] and not (_is_value(a[0]) or _is_value(k[0]))):
+            continue  # the alignment starts at both first tokens: most candidates end here
+        if sum(len(t) for t in literal.intersection(k)) < need:
+            continue  # too few of the asked words are there at all
+        matched, whole = _match_tokens(a, k)
+        if matched < need or (not whole and matched < MIN_PREFIX_CHARS):
+            continue
+        key = (-matched, 0 if whole else 1, len(candidate), candidate)
+        best = key if best is None else min(best, key)
+    return None if best is None else best[3]
+
+
+@functools.lru_cache(maxsize=8192)  # a tenant's signatures, asked again per question
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(t if _is_value(t) else t.lower() for t in _TOKEN.findall(text))
+
+
+def _is_value(token: str) -> bool:
+    return token in ("<q>", "<name>", "<names>")
+
+
+def _match_tokens(a: Sequence[str], k: Sequence[str]) -> tuple[int, bool]:
+    """(characters of the literal tokens matched, whether ``k`` was matched whole) of the
+    best alignment of all of ``a`` with ``k`` or a prefix of it; (-1, False) when there is
+    none. A value of ``k`` stands for one or more tokens of ``a``; a value of ``a`` for one
+    to ``MAX_VALUE_TOKENS`` of ``k``."""
+    memo: dict[tuple[int, int], tuple[int, bool]] = {}
+
+    def best(i: int, j: int) -> tuple[int, bool]:
+        if i == len(a):
+            return (0, j == len(k))
+        if j == len(k):
+            return (-1, False)
+        if (i, j) not in memo:
+            out = (-1, False)
+            if _is_value(k[j]):
+                for m in range(1, len(a) - i + 1):
+                    out = max(out, best(i + m, j + 1))
+            if _is_value(a[i]):
+                for m in range(1, min(MAX_VALUE_TOKENS, len(k) - j) + 1):
+                    out = max(out, best(i + 1, j + m))
+            elif a[i] == k[j]:
+                sub = best(i + 1, j + 1)
+                if sub[0] >= 0:
+                    out = max(out, (sub[0] + len(a[i]), sub[1]))
+            memo[i, j] = out
+        return memo[i, j]
+
+    return best(0, 0)
+
+
+def typed_values(line: str, known: str) -> tuple[str, ...]:
+    """The values an error line gives for the value placeholders of the known signature it
+    matched by ``closest_signature`` (``psycopg2`` of ``No module named psycopg2`` for ``No
+    module named <q>``), quotes removed: what ``quoted_values`` would have read had the
+    line been quoted as the logs quote it. Empty when the line does not follow the
+    signature word for word (a signature cut at ``MAX_CHARS``, another placeholder)."""
+    cls, message = _split_class(
+        _PREFIX.sub("", _SPACES.sub(" ", (line or "")[:MAX_LINE_CHARS]).strip())
+    )
+    message = message.strip().rstrip(" .:,;")
+    pattern = "(.+?)".join(re.escape(p) for p in _ANY_VALUE.split(known))
+    for text in (message, f"{cls}: {message}"):  # signed as the message, or Class: message
+        m = re.fullmatch(pattern, text, flags=re.IGNORECASE)
+        if m is not None:
+            return tuple(_unquote(v.strip()) for v in m.groups())
+    return ()
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and _QUOTED.fullmatch(value) is not None:
+        return value[1:-1]
+    return value

@@ -808,6 +808,16 @@ RETURN i, g.uid AS uid, g.text AS text
 ORDER BY i
 """
 
+# Every signature of the tenant (the current rules' version), for an asked failure whose own
+# signature is unknown: queries/lessons/engine.py matches it loosely (a value typed without
+# its quotes). Served by the (tenant, version, text) index.
+LESSONS_TENANT_SIGNATURES = """
+MATCH (g:Signature)
+WHERE g.tenant = $tenant AND g.version = $version
+RETURN g.uid AS uid, g.text AS text
+LIMIT $limit
+"""
+
 # The signatures an error turn of a trajectory shows, with the error lines verbatim.
 LESSONS_TURN_SIGNATURES = """
 MATCH (t:Turn {uid: $turn_uid})<-[:AT_TURN]-(s:State)-[:HAS_SIGNATURE]->(g:Signature)

@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     se = sub.add_parser(
         "search", help="retrieve evidence for a question (embedding, graph, keyword, code)"
     )
-    se.add_argument("question")
+    se.add_argument("question", nargs="+", help="the question (quotes optional)")
     se.add_argument("--trajectory", default=None, help="one trajectory id (default: all)")
     se.add_argument("--tenant", default=None)
     se.add_argument(
@@ -107,7 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     le = sub.add_parser(
         "lessons", help="other runs with the same failure: what got past it, what did not"
     )
-    le.add_argument("error", nargs="?", default=None, help="the error text; - reads stdin")
+    le.add_argument(
+        "error", nargs="*", default=[], help="the error text (quotes optional); - reads stdin"
+    )
     le.add_argument("--trajectory", default=None, help="the asking run (left out of the answer)")
     le.add_argument("--turn", type=int, default=None, help="with --trajectory: its error turn")
     le.add_argument("--budget", type=int, default=500, metavar="TOKENS")
@@ -432,7 +434,7 @@ def _why(args: argparse.Namespace, tg: TrajGraph) -> int:
 
 def _search(args: argparse.Namespace, tg: TrajGraph) -> int:
     result = tg.retrieve(
-        args.question,
+        " ".join(args.question),
         tenant=args.tenant,
         trajectory=args.trajectory,
         budget=args.budget,
@@ -466,7 +468,7 @@ def _brief(args: argparse.Namespace, tg: TrajGraph) -> int:
 
 
 def _lessons(args: argparse.Namespace, tg: TrajGraph) -> int:
-    error = sys.stdin.read() if args.error == "-" else args.error
+    error = sys.stdin.read() if args.error == ["-"] else " ".join(args.error) or None
     result = tg.lessons(
         error, trajectory=args.trajectory, turn=args.turn, budget=args.budget, tenant=args.tenant
     )

@@ -23,14 +23,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import neo4j
 
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.heuristic import error_lines
 from trajgraph.extractors.resolutions import Key, share_key_action
-from trajgraph.extractors.signatures import SIGNATURE_VERSION, quoted_values, signature
+from trajgraph.extractors.signatures import (
+    SIGNATURE_VERSION,
+    closest_signature,
+    quoted_values,
+    signature,
+    typed_values,
+)
 from trajgraph.graph import cypher, ids
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.lesson_rows import full_error_line
@@ -44,6 +50,7 @@ MIN_BUDGET = 60
 MAX_BUDGET = 4000
 MAX_ERROR_CHARS = 20_000
 MAX_SIGNATURES = 3
+MAX_LOOSE_CANDIDATES = 50_000  # a tenant's signatures read for a loose match
 FETCH_ACTION_CHARS = 4000
 QUERY_TIMEOUT_S = 10.0
 RERUN = Key("re-run without changes")  # a resolution with no step in between
@@ -118,6 +125,15 @@ class SignatureLessons:
     did_not_help: list[AttemptLesson]
 
 
+class Asked(NamedTuple):
+    """One failure asked about: its known signature and the error line asked with."""
+
+    uid: str
+    signature: str
+    line: str
+    values: tuple[str, ...] | None = None  # None: the line's quoted values
+
+
 @dataclass
 class Lessons:
     tenant: str
@@ -182,22 +198,19 @@ def lessons(
         driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as session,
     ):
         reader = Reader(session, tenant, timeout_s)
-        asked: list[tuple[str, str, str]]  # (uid, signature, asked error line)
+        asked: list[Asked]
         if error and error.strip():
             if trajectory is not None:
                 reader.check_trajectory(trajectory)
-            found = signatures_of_text(error)
-            uids = [ids.signature_uid(tenant, SIGNATURE_VERSION, s) for s, _ in found]
-            known = {r["uid"] for r in reader.known(uids)}
-            asked = [(u, s, line) for u, (s, line) in zip(uids, found, strict=True) if u in known]
-            unknown = [s for u, (s, _) in zip(uids, found, strict=True) if u not in known]
+            asked, unknown = reader.match(signatures_of_text(error))
         else:
             assert trajectory is not None and turn is not None
-            asked = [(r["uid"], r["text"], r["error"]) for r in reader.turn(trajectory, turn)]
+            asked = [Asked(r["uid"], r["text"], r["error"]) for r in reader.turn(trajectory, turn)]
             unknown = []
-        episodes = reader.episodes([u for u, _, _ in asked], exclude=trajectory)
+        episodes = reader.episodes([a.uid for a in asked], exclude=trajectory)
     per_signature = [
-        rank(u, sig, line, episodes.get(u, [])) for u, sig, line in asked[:MAX_SIGNATURES]
+        rank(a.uid, a.signature, a.line, episodes.get(a.uid, []), a.values)
+        for a in asked[:MAX_SIGNATURES]
     ]
     text, shown, omitted = render(per_signature, unknown, budget)
     return Lessons(
@@ -236,6 +249,34 @@ class Reader:
 
     def known(self, uids: list[str]) -> list[dict[str, Any]]:
         return self.read(cypher.LESSONS_KNOWN_SIGNATURES, uids=uids) if uids else []
+
+    def match(self, found: list[tuple[str, str]]) -> tuple[list[Asked], list[str]]:
+        """The asked (signature, error line) pairs the tenant has seen, and the signatures
+        of the others. A signature not seen as asked may still be seen with its values
+        quoted differently (``closest_signature``): then the known one is asked, with the
+        values the line gives for it."""
+        uids = [ids.signature_uid(self.tenant, SIGNATURE_VERSION, s) for s, _ in found]
+        known = {r["uid"] for r in self.known(uids)}
+        asked: list[Asked] = []
+        unknown: list[str] = []
+        texts: dict[str, str] | None = None
+        for uid, (sig, line) in zip(uids, found, strict=True):
+            if uid in known:
+                asked.append(Asked(uid, sig, line))
+                continue
+            if texts is None:
+                rows = self.read(
+                    cypher.LESSONS_TENANT_SIGNATURES,
+                    version=SIGNATURE_VERSION,
+                    limit=MAX_LOOSE_CANDIDATES,
+                )
+                texts = {r["text"]: r["uid"] for r in rows}
+            close = closest_signature(sig, list(texts))
+            if close is None:
+                unknown.append(sig)
+            elif all(a.uid != texts[close] for a in asked):
+                asked.append(Asked(texts[close], close, line, typed_values(line, close)))
+        return asked, unknown
 
     def turn(self, trajectory: str, turn: int) -> list[dict[str, Any]]:
         self.check_trajectory(trajectory)
@@ -295,10 +336,19 @@ def keys_of(key_json: str | None) -> tuple[Key, ...]:
 # -- ranking ------------------------------------------------------------------------------------
 
 
-def rank(uid: str, sig: str, asked_line: str, episodes: Sequence[Episode]) -> SignatureLessons:
+def rank(
+    uid: str,
+    sig: str,
+    asked_line: str,
+    episodes: Sequence[Episode],
+    asked_values: tuple[str, ...] | None = None,
+) -> SignatureLessons:
+    """The lessons of one signature. ``asked_values`` are the asked error's values (by
+    default its quoted values) that rank the runs with the same values first."""
     runs = sorted({e.trajectory for e in episodes})
     got_past = sorted({e.trajectory for e in episodes if e.resolved})
-    asked_values = quoted_values(asked_line)
+    if asked_values is None:
+        asked_values = quoted_values(asked_line)
     same_error = {
         e.trajectory for e in episodes if asked_values and quoted_values(e.error) == asked_values
     }

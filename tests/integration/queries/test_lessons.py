@@ -158,6 +158,24 @@ def test_the_same_quoted_values_rank_first(corpus: Corpus) -> None:
     assert sig["never_got_past"][0]["trajectory"] == run_id("11066")
 
 
+def test_a_failure_typed_with_other_quotes_gets_the_same_lessons(corpus: Corpus) -> None:
+    quoted = corpus.lessons(error="ModuleNotFoundError: No module named 'psycopg2'", budget=1200)
+    typed = corpus.lessons(error="No module named psycopg2", budget=1200)  # the quotes left out
+    assert typed.unknown == [] and len(typed.signatures) == 1
+    (q,), (t,) = quoted.signatures, typed.signatures
+    assert t["signature"] == q["signature"] == "No module named <q>"
+    assert t["runs"] == q["runs"] and t["never_got_past"] == q["never_got_past"]
+    # ranked the same: the runs that failed on psycopg2 itself come first
+    assert t["resolutions"] == q["resolutions"] and t["resolutions"][0]["same_error_in"]
+    # the logs print the setting bare: quoting it finds the same seven runs
+    setting = corpus.lessons(
+        error="Requested setting 'DATABASES', but settings are not configured.", budget=400
+    )
+    assert setting.unknown == []
+    assert setting.signatures[0]["signature"].startswith(SETTINGS_SIG)
+    assert setting.signatures[0]["runs"] == sorted(run_id(n) for n in SETTINGS_RUNS)
+
+
 def test_the_budget_bounds_the_answer(corpus: Corpus) -> None:
     sizes = []
     for budget in (80, 200, 600, 2000):
@@ -441,6 +459,12 @@ def test_cli(corpus: Corpus, capsys: pytest.CaptureFixture[str]) -> None:
     assert body["trajectory"] == me and len(body["signatures"][0]["runs"]) == 6
     assert cli.main(["lessons", "--tenant", corpus.tenant]) == 2
     assert "give an error text" in capsys.readouterr().err
+    # typed without shell quotes (the words arrive apart) and without the logs' quotes
+    words = ["No", "module", "named", "psycopg2", "--tenant", corpus.tenant, "--json"]
+    assert cli.main(["lessons", *words]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["error"] == "No module named psycopg2" and body["unknown"] == []
+    assert body["signatures"][0]["signature"] == "No module named <q>"
 
 
 def _call(url: str, key: str | None, body: Any = None) -> tuple[int, Any]:

@@ -238,6 +238,13 @@ def test_cli_search_prints_context_and_json(
     out = json.loads(capsys.readouterr().out)
     assert out["counts"]["code_result"]["count"] == 3
     assert out["tools"] == ["embedding", "code"]
+    # the same question typed without shell quotes: its words arrive as separate arguments
+    words = ["How", "many", "times", "did", "the", "agent", "run", "pytest?"]
+    argv = ["search", *words, "--tenant", corpus, "--trajectory", "synthetic-retries", "--json"]
+    assert cli.main(argv) == 0
+    unquoted = json.loads(capsys.readouterr().out)
+    assert unquoted["question"] == "How many times did the agent run pytest?"
+    assert unquoted["counts"]["code_result"]["count"] == 3
 
 
 def test_with_an_llm_the_model_routes_and_writes_the_code(

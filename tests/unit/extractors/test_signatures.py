@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from trajgraph.extractors.heuristic import HeuristicExtractor, error_lines
-from trajgraph.extractors.signatures import MAX_CHARS, quoted_values, signature
+from trajgraph.extractors.signatures import (
+    MAX_CHARS,
+    closest_signature,
+    quoted_values,
+    signature,
+    typed_values,
+)
 from trajgraph.graph.lesson_rows import full_error_line
 from trajgraph.pipelines.windows import Window
 
@@ -145,6 +151,77 @@ def test_quoted_values() -> None:
     assert quoted_values("ModuleNotFoundError: No module named 'psycopg2'") == ("psycopg2",)
     assert quoted_values("UnicodeEncodeError: 'ascii' codec can't encode") == ("ascii",)
     assert quoted_values("no quotes here") == ()
+
+
+KNOWN = [
+    signature(line) or ""
+    for line in (
+        "ModuleNotFoundError: No module named 'psycopg2'",
+        "AttributeError: 'list' object has no attribute 'x'",
+        "KeyError: 'id'",
+        "sqlite3.OperationalError: no such table: __main___book",
+        "AssertionError: 1 != 2",
+    )
+]
+
+
+@pytest.mark.parametrize(
+    ("typed", "known", "values"),
+    [
+        # typed by hand without the quotes the logs print
+        ("No module named psycopg2", "No module named <q>", ("psycopg2",)),
+        (
+            "list object has no attribute items",
+            "<q> object has no attribute <q>",
+            ("list", "items"),
+        ),
+        ("KeyError: foo", "KeyError: <q>", ("foo",)),
+        # quoted where the logs print the name bare
+        ("no such table: 'auth_user'", "no such table: <name>", ("auth_user",)),
+        ("No Module Named psycopg2", "No module named <q>", ("psycopg2",)),  # any case
+    ],
+)
+def test_a_failure_typed_with_other_quotes_finds_its_signature(
+    typed: str, known: str, values: tuple[str, ...]
+) -> None:
+    asked = signature(typed)
+    assert asked is not None and asked not in KNOWN
+    assert closest_signature(asked, KNOWN) == known
+    assert typed_values(typed, known) == values
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "AssertionError: a != b",  # <n> stands for a number only
+        "KeyError: a key typed out in many words here",  # the class alone is too little
+        "No module named",  # the value is missing
+        "a failure nobody has seen before",
+    ],
+)
+def test_a_different_failure_finds_no_signature(typed: str) -> None:
+    asked = signature(typed) or typed
+    assert closest_signature(asked, KNOWN) is None
+
+
+def test_a_message_pasted_in_part_finds_its_signature_when_enough_of_it_is_there() -> None:
+    known = signature(SAME[0][0])
+    assert known is not None and known.endswith("You must either define the")
+    part = "Requested setting 'DATABASES', but settings are not configured."
+    assert closest_signature(signature(part) or "", [known]) == known
+    for too_little in ("Requested setting DATABASES", "Requested setting DATABASES, but"):
+        assert closest_signature(signature(too_little) or "", [known]) is None
+
+
+def test_the_exact_and_then_the_most_specific_signature_wins() -> None:
+    exact = "No module named <name>"
+    assert closest_signature(exact, ["No module named <q>", exact]) == exact
+    loose = ["<q> object has no attribute <q>", "<q> object has no attribute <q> of <q>"]
+    assert closest_signature("list object has no attribute x", loose) == loose[0]
+    assert (
+        closest_signature("NoneType object has no attribute x of y", loose) == loose[1]
+    )  # both match; the one with more words of its own wins
+    assert typed_values("No module named psycopg2 at all", "No module named <q> here") == ()
 
 
 def test_a_traceback_ends_in_an_error_state_whatever_its_class() -> None:
