@@ -504,9 +504,10 @@ def _delete(args: argparse.Namespace, tg: TrajGraph) -> int:
     done = tg.delete(
         trajectory=args.trajectory, source=args.source, everything=args.all, tenant=tenant
     )
+    n = len(done.trajectories)
     print(
-        f"deleted {len(done.trajectories)} trajectories ({done.nodes} nodes) from tenant "
-        f"{tenant!r}: {', '.join(done.trajectories) or '-'}"
+        f"deleted {n} {'trajectory' if n == 1 else 'trajectories'} ({done.nodes} nodes) from "
+        f"tenant {tenant!r}: {', '.join(done.trajectories) or '-'}"
     )
     return 0
 

@@ -49,7 +49,10 @@ def two_tenants(shared_dir: Path, ingested: Ingest) -> tuple[str, str]:
 
 
 def test_delete_one_trajectory_and_nothing_else(
-    two_tenants: tuple[str, str], driver: Any, neo4j_settings: Settings
+    two_tenants: tuple[str, str],
+    driver: Any,
+    neo4j_settings: Settings,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     a, b = two_tenants
     before_a, before_b = _per_trajectory(driver, a), _per_trajectory(driver, b)
@@ -57,6 +60,7 @@ def test_delete_one_trajectory_and_nothing_else(
     ids_before = _identifiers(driver, a)
 
     assert cli.main(["delete", "--trajectory", DJANGO, "--tenant", a]) == 0
+    assert capsys.readouterr().out.startswith("deleted 1 trajectory (")
 
     after_a = _per_trajectory(driver, a)
     assert DJANGO not in after_a
