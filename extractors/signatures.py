@@ -173,7 +173,12 @@ _PLACEHOLDER_WORDS = frozenset({"obj", "path", "addr", "NAME", "names", "name"})
 _ANY_VALUE = re.compile(r"<(?:q|name|names)>")
 _TOKEN = re.compile(r"<(?:q|name|names)>|\w+|[^\w\s]")
 MIN_PREFIX_CHARS = 24  # of its own a known signature needs to match a shorter asked one
-MAX_VALUE_TOKENS = 8  # of a known signature's words that one asked value may stand for
+# Words one value may stand for: a value the logs quoted, typed bare, can be a phrase; a value
+# typed quoted stands for what the logs printed bare, a name (fewer, or an asked value at the
+# end would swallow a known signature's whole tail and make any start of it a whole match).
+MAX_BARE_VALUE_TOKENS = 16
+MAX_QUOTED_VALUE_TOKENS = 8
+MAX_ALIGNMENTS = 200  # candidates aligned word by word for one asked signature
 
 
 def closest_signature(asked: str, known: Iterable[str]) -> str | None:
@@ -189,21 +194,31 @@ def closest_signature(asked: str, known: Iterable[str]) -> str | None:
     a = _tokens(asked)
     if not a:
         return None
-    literal = {t for t in a if not _is_value(t)}
-    need = max(sum(len(t) for t in a if not _is_value(t)) / 2, 1)
-    best: tuple[int, int, int, str] | None = None  # min wins
+    literal = [t for t in a if not _is_value(t)]
+    need = max(sum(len(t) for t in literal) / 2, 1)
+    # Branch and bound: the characters of the asked words a candidate has at all bound what
+    # an alignment can match, so candidates are aligned best bound first, and only while
+    # their bound can still beat (or tie) the best match; at most MAX_ALIGNMENTS of them.
+    bounded: list[tuple[int, int, str, tuple[str, ...]]] = []
     for candidate in known:
         if candidate == asked:
             return candidate
         k = _tokens(candidate)
         if not k or (a[0] != k[0] and not (_is_value(a[0]) or _is_value(k[0]))):
             continue  # the alignment starts at both first tokens: most candidates end here
-        if sum(len(t) for t in literal.intersection(k)) < need:
-            continue  # too few of the asked words are there at all
+        words = set(k)
+        bound = sum(len(t) for t in literal if t in words)
+        if bound >= need:
+            bounded.append((-bound, len(candidate), candidate, k))
+    bounded.sort()
+    best: tuple[int, int, int, str] | None = None  # min wins
+    for n, (neg_bound, size, candidate, k) in enumerate(bounded):
+        if n == MAX_ALIGNMENTS or (best is not None and -neg_bound < -best[0]):
+            break
         matched, whole = _match_tokens(a, k)
         if matched < need or (not whole and matched < MIN_PREFIX_CHARS):
             continue
-        key = (-matched, 0 if whole else 1, len(candidate), candidate)
+        key = (-matched, 0 if whole else 1, size, candidate)
         best = key if best is None else min(best, key)
     return None if best is None else best[3]
 
@@ -220,8 +235,8 @@ def _is_value(token: str) -> bool:
 def _match_tokens(a: Sequence[str], k: Sequence[str]) -> tuple[int, bool]:
     """(characters of the literal tokens matched, whether ``k`` was matched whole) of the
     best alignment of all of ``a`` with ``k`` or a prefix of it; (-1, False) when there is
-    none. A value of ``k`` stands for one or more tokens of ``a``; a value of ``a`` for one
-    to ``MAX_VALUE_TOKENS`` of ``k``."""
+    none. A value of ``k`` stands for one to ``MAX_BARE_VALUE_TOKENS`` tokens of ``a``, a
+    value of ``a`` for one to ``MAX_QUOTED_VALUE_TOKENS`` of ``k``."""
     memo: dict[tuple[int, int], tuple[int, bool]] = {}
 
     def best(i: int, j: int) -> tuple[int, bool]:
@@ -232,10 +247,10 @@ def _match_tokens(a: Sequence[str], k: Sequence[str]) -> tuple[int, bool]:
         if (i, j) not in memo:
             out = (-1, False)
             if _is_value(k[j]):
-                for m in range(1, len(a) - i + 1):
+                for m in range(1, min(MAX_BARE_VALUE_TOKENS, len(a) - i) + 1):
                     out = max(out, best(i + m, j + 1))
             if _is_value(a[i]):
-                for m in range(1, min(MAX_VALUE_TOKENS, len(k) - j) + 1):
+                for m in range(1, min(MAX_QUOTED_VALUE_TOKENS, len(k) - j) + 1):
                     out = max(out, best(i + 1, j + m))
             elif a[i] == k[j]:
                 sub = best(i + 1, j + 1)

@@ -213,6 +213,12 @@ def test_a_message_pasted_in_part_finds_its_signature_when_enough_of_it_is_there
         assert closest_signature(signature(too_little) or "", [known]) is None
 
 
+def test_the_closest_signature_is_found_among_many_that_start_alike() -> None:
+    decoys = [f"<q> object has no attribute <q> in module{i} of package{i}" for i in range(5000)]
+    right = "<q> object has no attribute <q>"
+    assert closest_signature("dict object has no attribute iteritems", [*decoys, right]) == right
+
+
 def test_the_exact_and_then_the_most_specific_signature_wins() -> None:
     exact = "No module named <name>"
     assert closest_signature(exact, ["No module named <q>", exact]) == exact
