@@ -16,6 +16,12 @@ from trajgraph.graph import ids
 from trajgraph.graph.lesson_rows import LESSONS_VERSION, lesson_rows
 from trajgraph.schemas.extraction import StateItem, TrajectoryExtraction
 
+# What a trajectory's subgraph holds for a given extraction: the nodes, properties and edges
+# build_rows and the writer make of it. Bump it when they change: it is part of the content
+# hash, so a re-ingest of unchanged input (`--rescan` with a manifest) then rewrites the
+# trajectories an older version wrote instead of skipping them as unchanged.
+GRAPH_MODEL = 1
+
 # Neo4j range-index keys are limited to about 8 KB; identifiers beyond this are not identifiers.
 MAX_INDEXED_CHARS = 1024
 
@@ -61,16 +67,17 @@ class GraphRows:
 
 
 def content_hash(traj: dict[str, Any], extraction: TrajectoryExtraction, *, extractor: str) -> str:
-    """Hash of everything a trajectory's subgraph is built from: the input, the extractor
-    and what it extracted. Hashing the extraction (not only its settings) matters for the
-    LLM: a window the heuristic stood in for last time may have LLM findings now."""
+    """Hash of everything a trajectory's subgraph is built from: the input, the extractor,
+    what it extracted and the graph model (GRAPH_MODEL). Hashing the extraction (not only
+    its settings) matters for the LLM: a window the heuristic stood in for last time may
+    have LLM findings now."""
     h = hashlib.blake2b(digest_size=16)
     payload = {k: v for k, v in traj.items() if k != "source"}
     h.update(json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode())
     h.update(f"\x1f{extractor}\x1f".encode())
-    # Signatures and resolutions are derived here, not by the extractor: a new version of
-    # their rules must rewrite the trajectory too.
-    h.update(f"{LESSONS_VERSION}\x1f".encode())
+    # Signatures and resolutions are derived here, not by the extractor, and so is the rest
+    # of the subgraph: a new version of their rules must rewrite the trajectory too.
+    h.update(f"{LESSONS_VERSION}\x1fgraph-model/{GRAPH_MODEL}\x1f".encode())
     h.update(extraction.model_dump_json().encode())
     return h.hexdigest()
 

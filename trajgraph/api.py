@@ -30,6 +30,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+import trajgraph
 from trajgraph.auth import tenant_for
 from trajgraph.client import TrajGraph
 from trajgraph.errors import (
@@ -188,7 +189,7 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
     remember_secrets(settings.secrets())
     app = FastAPI(
         title="trajgraph",
-        version="0.1",
+        version=trajgraph.__version__,
         summary="Retrieval over agent trajectories stored as a causality graph in Neo4j.",
         lifespan=lifespan,
         # A redirect would be built from the Host header the caller sent: answer instead.

@@ -50,8 +50,22 @@ commands:
 """
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kw: Any) -> None:
+        import trajgraph
+
+        print(f"trajgraph {trajgraph.__version__}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trajgraph", usage=USAGE)
+    p.add_argument("-V", "--version", action=_Version)
     # prog: each command's usage is `trajgraph NAME ...`, not USAGE's command list.
     sub = p.add_subparsers(dest="command", required=True, prog="trajgraph")
 

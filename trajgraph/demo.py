@@ -3,7 +3,10 @@ and print the why-chain of its last test run. The sample is generated here, not 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -79,6 +82,21 @@ def write_sample(folder: Path) -> Path:
     return path
 
 
+def command(argv0: str | None = None) -> str:
+    """The trajgraph command as this user can type it again: ``trajgraph`` when PATH finds
+    the script that runs, else its path (relative below the working directory, e.g.
+    ``.venv/bin/trajgraph`` in a checkout), or ``python -m trajgraph``."""
+    script = Path(sys.argv[0] if argv0 is None else argv0).absolute()
+    if script.name != "trajgraph":
+        return "python -m trajgraph"
+    found = shutil.which("trajgraph")
+    if found and Path(found).absolute() == script:
+        return "trajgraph"
+    with contextlib.suppress(ValueError):
+        return str(script.relative_to(Path.cwd()))
+    return str(script)
+
+
 def run(settings: Settings, *, start_server: bool = True) -> int:
     from trajgraph.client import TrajGraph
     from trajgraph.graph import local_server
@@ -107,9 +125,10 @@ def run(settings: Settings, *, start_server: bool = True) -> int:
         chain = tg.why(DEMO_ID, turn=WHY_TURN, depth=6)
     print()
     print(render_text(chain, trajectory=DEMO_ID, target=f"turn {WHY_TURN}", depth=6))
+    cmd = command()
     print(
-        f"\nTry: .venv/bin/trajgraph why --trajectory {DEMO_ID} --turn 1"
-        f'\n     .venv/bin/trajgraph search "Why did the test fail?" --trajectory {DEMO_ID}'
-        "\nStop Neo4j with: .venv/bin/trajgraph neo4j stop"
+        f"\nTry: {cmd} why --trajectory {DEMO_ID} --turn 1"
+        f'\n     {cmd} search "Why did the test fail?" --trajectory {DEMO_ID}'
+        f"\nStop Neo4j with: {cmd} neo4j stop"
     )
     return 0 if summary.balanced and chain else 1

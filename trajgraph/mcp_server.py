@@ -22,6 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
+import trajgraph
 from trajgraph.auth import tenant_for
 from trajgraph.client import TrajGraph
 from trajgraph.errors import ConfigError, meaning, one_line, public_message
@@ -89,7 +90,9 @@ def build_server(
     install_log_redaction()
     remember_secrets(settings.secrets())
     keys = dict(settings.api_keys)
-    mcp: MCPServer = _Server(name="trajgraph", instructions=INSTRUCTIONS, version="0.1")
+    mcp: MCPServer = _Server(
+        name="trajgraph", instructions=INSTRUCTIONS, version=trajgraph.__version__
+    )
 
     def tenant(ctx: Context) -> str:
         headers = ctx.headers

@@ -23,6 +23,7 @@ What becomes what (docs/formats/otel-genai.md):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +122,9 @@ def _otlp_attributes(kvs: Any) -> dict[str, Any]:
     return out
 
 
+_ISO_FRACTION = re.compile(r"^(.*?\d{2}:\d{2}:\d{2})(\.\d+)?(.*)$", re.DOTALL)
+
+
 def _ns(value: Any) -> int | None:
     """Nanoseconds since the epoch from an int/numeric string, or an ISO 8601 string."""
     if isinstance(value, bool) or value is None:
@@ -130,13 +134,24 @@ def _ns(value: Any) -> int | None:
     text = str(value).strip()
     if text.isdigit():
         return int(text)
-    from datetime import datetime
+    from datetime import datetime, timedelta, timezone
 
+    # Python 3.10's fromisoformat takes only 3 or 6 fraction digits and no "Z" (3.11 takes
+    # any): exporters write 1 to 9 (nanoseconds), so they are cut or padded to 6 first.
+    text = text.replace("Z", "+00:00")
+    m = _ISO_FRACTION.match(text)
+    if m and m.group(2):
+        head, fraction, zone = m.groups()
+        text = f"{head}.{fraction[1:7].ljust(6, '0')}{zone}"
     try:
-        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        stamp = datetime.fromisoformat(text)
     except ValueError:
         return None
-    return int(stamp.timestamp() * 1_000_000_000)
+    if stamp.tzinfo is None:
+        stamp = stamp.astimezone()  # local time, as datetime.timestamp() reads a naive one
+    # In integers: a float of ~1.7e18 ns is off by up to 128 ns.
+    since = stamp - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return since // timedelta(microseconds=1) * 1000
 
 
 def _status(raw: Any) -> tuple[str, str]:

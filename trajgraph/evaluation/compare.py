@@ -163,7 +163,8 @@ def _values(
             raise InputError(
                 f"{where}: row {n} has {metric} {str(v)[:40]!r}, not a share from 0 to 1"
             )
-        out[(*asked, seen[asked])] = (number, r)
+        key = (asked[0], asked[1], seen[asked])  # not (*asked, n): mypy's 3.10 mode rejects it
+        out[key] = (number, r)
     return out
 
 

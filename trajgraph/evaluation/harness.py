@@ -52,6 +52,7 @@ from trajgraph.evaluation.report import (
     markdown,
     markdown_real,
     plot,
+    pyplot,
     table,
 )
 from trajgraph.graph import governance
@@ -284,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
         return 0
+    if args.plot:
+        pyplot()  # fails now, not after the whole run
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
     settings = settings_mod.load()
     if args.synthetic:

@@ -130,8 +130,9 @@ def markdown(rows: list[dict[str, Any]], metric: str, capabilities: Sequence[str
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], path: Path, *, metric: str, title: str) -> None:
-    """Score against horizon, one panel per capability and overall, one line per method."""
+def pyplot() -> Any:
+    """matplotlib.pyplot (headless), or ConfigError naming the extra that installs it; the
+    harness asks before the run, so a missing matplotlib does not cost an evaluation."""
     try:
         import matplotlib
 
@@ -139,8 +140,14 @@ def plot(rows: list[dict[str, Any]], path: Path, *, metric: str, title: str) -> 
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise ConfigError(
-            "plotting needs matplotlib: pip install 'trajgraph[eval]' (or .[dev])"
+            "--plot needs matplotlib: pip install 'trajgraph[eval]' (or .[dev])"
         ) from e
+    return plt
+
+
+def plot(rows: list[dict[str, Any]], path: Path, *, metric: str, title: str) -> None:
+    """Score against horizon, one panel per capability and overall, one line per method."""
+    plt = pyplot()
     series = by_horizon(rows, metric)
     caps = [c for c in ("causal", "state_updating", "recall", "overall") if c in series]
     horizons = sorted({r["horizon"] for r in rows})

@@ -362,11 +362,12 @@ def test_dockerfile_copies_exist_and_are_not_dockerignored() -> None:
             assert (REPO / source).exists(), f"line {i.line}: COPY source {source} does not exist"
             assert not docker_ignored(source), f"line {i.line}: .dockerignore excludes {source}"
             copied.add(source.rstrip("/"))
-    # Everything `pip install .` needs: the metadata, the readme it names, the trajgraph package
-    # and every stage folder linked into it (trajgraph/graph -> ../graph, ...).
+    # Everything `pip install .` needs: the metadata, the readme and license files it names,
+    # the trajgraph package and every stage folder linked into it (trajgraph/graph -> ...).
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
     needed = {"pyproject.toml", project["project"]["readme"], "trajgraph"}
+    needed |= set(project["project"].get("license-files", ()))  # setuptools wants them there
     links = [p for p in (REPO / "trajgraph").iterdir() if p.is_symlink()]
     assert links, "no stage folders are linked into trajgraph/"
     needed |= {p.resolve().relative_to(REPO).as_posix() for p in links}

@@ -458,3 +458,17 @@ def test_claude_code_subagent_own_transcript_is_its_record(tmp_path: Path) -> No
     (sub,) = load(str(own), own.read_bytes())
     assert sub["id"] == f"{SID}/agent-sub1" and sub["task"] == "look around"
     assert [(t["action"], t["observation"]) for t in sub["turns"]] == [("ls", "app.py")]
+
+
+def test_otel_iso_times_read_alike_on_python_3_10_and_later():
+    # 3.10's datetime.fromisoformat takes 3 or 6 fraction digits only; exporters write 1 to 9.
+    from trajgraph.pipelines.adapters.otel_genai import _ns
+
+    second = 1758024001 * 1_000_000_000  # 2025-09-16T12:00:01Z
+    assert _ns("2025-09-16T12:00:01Z") == second
+    assert _ns("2025-09-16T12:00:01.123456789Z") == second + 123_456_000
+    assert _ns("2025-09-16T12:00:01.5+00:00") == second + 500_000_000
+    assert _ns("2025-09-16T14:00:01.25+02:00") == second + 250_000_000
+    assert _ns("2025-09-16T12:00:01.123Z") == second + 123_000_000
+    assert _ns("1758024001000000000") == second
+    assert _ns("yesterday at noon") is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +52,35 @@ def test_text_rows_are_one_line_each(capsys: pytest.CaptureFixture[str]) -> None
     assert cli._print_rows(rows, as_json=False) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["id=a  task=line one\\nline two\\r\\nthree  turns=2", "id=b", "(2 rows)"]
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    import trajgraph
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"trajgraph {version('trajgraph')}\n"
+    assert trajgraph.__version__ == version("trajgraph")
+
+
+def test_demo_hints_name_the_command_as_the_user_can_type_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An installed user has no .venv/bin/trajgraph; a checkout's demo (deploy/dev.sh) does.
+    from trajgraph import demo
+
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    script = bindir / "trajgraph"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(bindir))
+    assert demo.command(str(script)) == "trajgraph"
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert demo.command(str(script)) == "venv/bin/trajgraph"
+    assert demo.command("/opt/tg/bin/trajgraph") == "/opt/tg/bin/trajgraph"
+    assert demo.command("/site-packages/trajgraph/__main__.py") == "python -m trajgraph"

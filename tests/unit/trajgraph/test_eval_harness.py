@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,24 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     out = tmp_path / "img" / "eval.png"
     plot(_rows(), out, metric="needle_recall", title="t")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_fails_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A user's install has no matplotlib (it is the `eval` extra): --plot must say so at once,
+    # not after minutes of ingest and retrieval whose tables are then lost.
+    from trajgraph.evaluation import harness
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+
+    def ran(*_a: object, **_k: object) -> None:
+        raise AssertionError("the evaluation ran although the plot could not be drawn")
+
+    monkeypatch.setattr(harness, "evaluate", ran)
+    argv = ["--synthetic", "--horizons", "8000", "--plot", str(tmp_path / "p.png")]
+    with pytest.raises(TrajgraphError, match=re.escape("pip install 'trajgraph[eval]'")):
+        harness.main(argv)
 
 
 def test_episode_files_need_turns_and_qa_pairs_and_errors_name_file_and_record(
