@@ -22,7 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
@@ -153,6 +153,9 @@ class Retriever:
         cypher_query: str | None = None,
     ) -> Retrieval:
         _check(question, mode, k, depth, budget_tokens)
+        if (code is not None or cypher_query is not None) and mode not in ("auto", "code"):
+            # Given code is run; a mode that runs no code would drop it without a word.
+            raise ConfigError(f"code and Cypher run in mode 'code' or 'auto', not {mode!r}")
         # Keyword and code read no vectors: they still answer from a server whose embedder
         # no longer matches the graph (until its operator restarts it with the graph's one).
         vectors = self._space_ok  # read once: another thread's check may change it meanwhile
@@ -299,6 +302,8 @@ class _Run:
             raise NotFoundError("trajectory", trajectory or "", tenant=tenant)
         if mode == "auto":
             decided = self._route(question, found, trajectory is not None)
+            if (code is not None or cypher_query is not None) and "code" not in decided.tools:
+                decided = replace(decided, tools=(*decided.tools, "code"))
             route = f"auto: {decided.reason}" + (
                 "" if self._vectors else " (no embeddings in this graph)"
             )

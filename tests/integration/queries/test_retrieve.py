@@ -247,6 +247,19 @@ def test_cli_search_prints_context_and_json(
     assert unquoted["counts"]["code_result"]["count"] == 3
 
 
+def test_given_code_runs_in_auto_and_is_refused_where_it_would_not_run(
+    corpus: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scope = ["--tenant", corpus, "--trajectory", "synthetic-retries"]
+    code = ["--code", "result = {'n': len(turns)}"]
+    # a why-question routes to the graph, not to code: the code given runs as well
+    assert cli.main(["search", "Why did test_retry fail?", *scope, *code, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "code" in out["tools"] and out["counts"]["code_result"] == {"n": 6}  # its six turns
+    assert cli.main(["search", "Why did test_retry fail?", *scope, *code, "--mode", "graph"]) == 2
+    assert "run in mode 'code' or 'auto', not 'graph'" in capsys.readouterr().err
+
+
 def test_with_an_llm_the_model_routes_and_writes_the_code(
     driver: Any, neo4j_settings: Settings, corpus: str, fake_llm: FakeOpenAI
 ) -> None:
