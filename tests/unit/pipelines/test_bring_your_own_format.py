@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.schemas.trajectory import validate
+from trajgraph.schemas.trajectory import Trajectory, validate
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "formats.md"
 BLOCK = re.compile(r"<!-- byof-(input|run): (.*?) -->\n```(\w+)\n(.*?)```", re.S)
 RUN = re.compile(r"(\S+) -> (\S+), (\d+) trajector(?:y|ies), (\d+) turns")
 
 
-def _blocks() -> list[tuple[str, str, str, str]]:
+def _blocks() -> list[tuple[str, ...]]:
     return [m.groups() for m in BLOCK.finditer(DOC.read_text("utf-8"))]
 
 
@@ -38,7 +38,7 @@ def _runs() -> list[tuple[str, str, str]]:
     return [(spec, lang, body) for kind, spec, lang, body in _blocks() if kind == "run"]
 
 
-def _read(path: Path) -> list[dict]:
+def _read(path: Path) -> list[Trajectory]:
     out = []
     for record in split_records(str(path), path.read_bytes()):
         for traj in normalize(record):

@@ -22,10 +22,17 @@ from tests.chat_logs import (
 from trajgraph.errors import InputError, SchemaValidationError
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import LineFile
-from trajgraph.schemas.trajectory import validate
+from trajgraph.schemas.trajectory import Trajectory, validate
+
+_CLASSES = {
+    "system": "SystemMessage",
+    "human": "HumanMessage",
+    "ai": "AIMessage",
+    "tool": "ToolMessage",
+}
 
 
-def read(name: str, data: bytes, fmt: str | None = None) -> list[dict[str, Any]]:
+def read(name: str, data: bytes, fmt: str | None = None) -> list[Trajectory]:
     out = []
     for record in split_records(name, data, fmt):
         for traj in normalize(record):
@@ -118,14 +125,6 @@ def test_langchain_serializations(shape):
     assert [t["action"] for t in traj["turns"]] == LANGCHAIN_ACTIONS
     assert traj["turns"][0]["observation"] == 'syntax error at or near "order"'
     assert traj["turns"][1]["thought"] == "Quote it."
-
-
-_CLASSES = {
-    "system": "SystemMessage",
-    "human": "HumanMessage",
-    "ai": "AIMessage",
-    "tool": "ToolMessage",
-}
 
 
 def test_responses_items():
