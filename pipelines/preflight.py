@@ -39,6 +39,14 @@ def expand_paths(patterns: Sequence[str]) -> list[str]:
             except Exception as e:  # Beam raises BeamIOError for bad schemes and patterns
                 raise InputError(f"cannot list {pattern!r}: {e}", source=pattern) from e
             matches = sorted(m.path for m in result.metadata_list)
+        if not matches and local.is_dir():
+            raise InputError(
+                "no input files match: a folder is searched for "
+                + ", ".join(f"*{s}" for s in LOG_SUFFIXES)
+                + " (name other files one by one, or convert them: "
+                "docs/formats.md#bring-your-own-format)",
+                source=pattern,
+            )
         if not matches:
             raise InputError("no input files match", source=pattern)
         found.extend(matches)

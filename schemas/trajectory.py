@@ -12,6 +12,7 @@ import jsonschema
 import pyarrow as pa
 
 from trajgraph.errors import SchemaValidationError
+from trajgraph.schemas.field_hints import schema_hint
 from trajgraph.schemas.ids import id_problem
 
 DEFAULT_TENANT = "default"
@@ -70,6 +71,13 @@ def validate(traj: dict[str, Any], *, locator: str = "") -> Trajectory:
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         problem = id_problem(traj.get("id")) if list(first.absolute_path) == ["id"] else None
         message = f"id {problem}" if problem else first.message[:300]
+        hint = schema_hint(
+            str(first.validator),
+            list(first.absolute_path),
+            first.instance,
+            first.schema if isinstance(first.schema, dict) else {},
+        )
+        message += f": {hint}" if hint else ""
         raise SchemaValidationError(
             f"schema-invalid at {path}: {message}{more}", source=source, locator=locator
         )

@@ -18,6 +18,7 @@ from trajgraph.pipelines.adapters import (
     ama_bench,
     canonical,
     claude_code,
+    messages,
     mini_swe_agent,
     openhands,
     otel_genai,
@@ -34,7 +35,7 @@ from trajgraph.pipelines.adapters.detect import (
     matches,
     sniff,
     sniff_line_file,
-    tried,
+    unknown_format,
 )
 
 __all__ = [
@@ -57,6 +58,7 @@ FORMATS: tuple[str, ...] = (
     "ama-bench",
     "claude-code",
     "otel-genai",
+    "messages",
     "canonical",
     "parquet",
 )
@@ -74,6 +76,7 @@ ADAPTERS: dict[str, Adapter] = {
     "ama-bench": ama_bench.to_trajectories,
     "claude-code": claude_code.to_trajectories,
     "otel-genai": otel_genai.to_trajectories,
+    "messages": messages.to_trajectories,
     "canonical": canonical.to_trajectories,
     "parquet": canonical.from_parquet_row,
 }
@@ -82,7 +85,7 @@ _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _PARQUET_MAGIC = b"PAR1"
 _BOM = b"\xef\xbb\xbf"
 # Containers a top-level JSON array may hold one episode per element of.
-_MULTI_EPISODE = ("tau-bench", "spider-agent", "ama-bench", "canonical")
+_MULTI_EPISODE = ("tau-bench", "spider-agent", "ama-bench", "messages", "canonical")
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,12 @@ def _decode(data: bytes, source: str, locator: str = "") -> str:
 def _jsonl_records(
     source: str, data: bytes, fmt: str | None, max_record_bytes: int
 ) -> Iterator[RawRecord]:
-    whole = fmt if fmt in LINE_FILE_FORMATS else sniff_line_file(data) if fmt is None else None
+    if fmt in LINE_FILE_FORMATS:
+        whole: str | None = fmt
+    else:
+        # A chat log may be one message per line (one record) or one conversation per line.
+        sniffed = sniff_line_file(data) if fmt in (None, "messages") else None
+        whole = sniffed if fmt is None or sniffed == fmt else None
     if whole is not None:
         # A transcript or trace export: one trajectory spans the lines, so the file is one
         # record and its adapter reads the lines (and forgives a torn last one).
@@ -175,6 +183,17 @@ def _starts_line(text: str, pos: int) -> bool:
     return line_start > 0 and not text[line_start:pos].strip()
 
 
+def _not_json(text: str, e: json.JSONDecodeError) -> str:
+    """A hint for a file that is no JSON at all (a CSV or TSV table, a plain-text log)."""
+    if e.pos != len(text) - len(text.lstrip()):
+        return ""  # broken JSON, not another kind of file
+    return (
+        " (the file does not start like JSON: trajgraph reads JSON, JSONL and Parquet; "
+        "convert a CSV/TSV table or text log to canonical JSONL, see "
+        "docs/formats.md#bring-your-own-format)"
+    )
+
+
 def _json_records(
     source: str, data: bytes, fmt: str | None, max_record_bytes: int
 ) -> Iterator[RawRecord]:
@@ -195,7 +214,8 @@ def _json_records(
             yield from _jsonl_records(source, data, fmt, max_record_bytes)
             return
         raise InputError(
-            f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", source=source
+            f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}{_not_json(text, e)}",
+            source=source,
         ) from e
     except ValueError as e:  # a non-finite number, an integer of thousands of digits
         raise InputError(f"unusable JSON: {e}", source=source) from e
@@ -220,7 +240,7 @@ def _records_of(source: str, obj: Any, fmt: str | None) -> Iterator[RawRecord]:
     if isinstance(obj, list) and not obj:
         raise InputError("file holds an empty JSON array: no trajectories", source=source)
     raise InputError(
-        f"unknown trajectory format: the file holds {describe(obj)}; tried {tried()}",
+        unknown_format(obj, what="the file holds "),
         source=source,
     )
 
@@ -296,18 +316,34 @@ def normalize(
         if fmt is None and isinstance(obj, list):
             raise fail(f"expected a JSON object (one trajectory), got {describe(obj)}")
         if fmt is None:
-            raise fail(f"unknown trajectory format: {describe(obj)}; tried {tried()}")
+            raise fail(unknown_format(obj))
     adapter = ADAPTERS.get(fmt)
     if adapter is None:
         raise fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     try:
-        return adapter(obj, source=record.source)
+        return _record_ids(adapter(obj, source=record.source), obj, record)
     except InputError as e:
         raise fail(e.reason) from e
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         # Logs are untrusted input: an odd shape the adapter did not foresee is the record's
         # failure (dead-lettered with its locator), not a crash of the whole pipeline.
         raise fail(f"cannot normalize as {fmt}: {type(e).__name__}: {e}") from e
+
+
+def _record_ids(
+    trajectories: list[dict[str, Any]], obj: Any, record: RawRecord
+) -> list[dict[str, Any]]:
+    """A record of a file of several (a JSONL line, an array item, a Parquet row) that names
+    no id of its own is ``<file stem>/<locator>`` (``runs/line-3``), not the bare file stem:
+    otherwise every such record after the first would be a duplicate of it."""
+    if record.locator == "file":
+        return trajectories
+    stem = canonical.file_stem(record.source)
+    own = {v for v in obj.values() if isinstance(v, str)} if isinstance(obj, dict) else set()
+    for traj in trajectories:
+        if traj.get("id") == stem and stem not in own:
+            traj["id"] = f"{stem}/{record.locator.replace(' ', '-')}"
+    return trajectories
 
 
 def _parse_payload(

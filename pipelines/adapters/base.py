@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -105,3 +106,44 @@ def without_lone_surrogates(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+@dataclass
+class Lines:
+    """The parsed JSON objects of a ``LineFile``, with what could not be read."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[int] = field(default_factory=list)
+    torn_last_line: bool = False
+
+
+def read_lines(raw: Iterable[bytes | str]) -> Lines:
+    """Parse the lines of a ``LineFile``; a last line that does not parse is torn (being
+    written), one in the middle (or a line that is not an object) is a bad line."""
+    out = Lines()
+    pending_bad: int | None = None
+    for lineno, line in enumerate(raw, start=1):
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", errors="replace")
+        if not line.strip():
+            continue
+        if pending_bad is not None:  # a bad line followed by more lines was not torn
+            out.bad_lines.append(pending_bad)
+            pending_bad = None
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):  # torn, or nested too deeply
+            pending_bad = lineno
+            continue
+        if isinstance(obj, dict):
+            out.records.append(obj)
+        else:
+            out.bad_lines.append(lineno)
+    out.torn_last_line = pending_bad is not None
+    return out
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    return data.split(b"\n")

@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trajgraph.errors import InputError
-from trajgraph.pipelines.adapters.base import LineFile
+from trajgraph.pipelines.adapters.base import LineFile, Lines, read_lines, split_lines
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     file_stem,
@@ -82,49 +81,6 @@ _HARNESS_TEXT = re.compile(
 MAX_BAD_LINES = 20
 FINAL_TEXT_CHARS = 2_000
 SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
-
-
-# -- reading lines -------------------------------------------------------------------------------
-
-
-@dataclass
-class Lines:
-    """The parsed records of a transcript, with what could not be read."""
-
-    records: list[dict[str, Any]] = field(default_factory=list)
-    bad_lines: list[int] = field(default_factory=list)
-    torn_last_line: bool = False
-
-
-def read_lines(raw: Iterable[bytes | str]) -> Lines:
-    """Parse transcript lines; a last line that does not parse is torn (being written)."""
-    out = Lines()
-    pending_bad: int | None = None
-    for lineno, line in enumerate(raw, start=1):
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", errors="replace")
-        if not line.strip():
-            continue
-        if pending_bad is not None:  # a bad line followed by more lines was not torn
-            out.bad_lines.append(pending_bad)
-            pending_bad = None
-        try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):  # torn, or nested too deeply
-            pending_bad = lineno
-            continue
-        if isinstance(obj, dict):
-            out.records.append(obj)
-        else:
-            out.bad_lines.append(lineno)
-    out.torn_last_line = pending_bad is not None
-    return out
-
-
-def split_lines(data: bytes) -> list[bytes]:
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    return data.split(b"\n")
 
 
 # -- one conversation line (the main line, or one sub-agent) ------------------------------------

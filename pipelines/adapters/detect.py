@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from trajgraph.schemas.field_hints import DOC, near_miss_hint
+
 # What each format looks like, for error messages that tell the user what was tried.
 SHAPES: dict[str, str] = {
     "canonical": "object with a 'turns' list",
@@ -22,6 +24,9 @@ SHAPES: dict[str, str] = {
     "spider-agent": "object (or array of them) with a 'conversation' message list",
     "claude-code": "JSONL of Claude Code transcript records ('type' user/assistant/..., "
     "'sessionId', 'uuid')",
+    "messages": "chat messages (OpenAI role/content/tool_calls, LangChain type/content, or "
+    "Responses items: function_call/function_call_output), as an array or under "
+    "'messages', 'input' or 'output'",
     "otel-genai": "OpenTelemetry spans with gen_ai.* attributes: OTLP/JSON 'resourceSpans', "
     "or SDK span JSON (a list of spans, or 'spans')",
 }
@@ -137,6 +142,76 @@ def is_otel_genai(obj: Any) -> bool:
     return _is_span(obj)
 
 
+# Chat messages (pipelines/adapters/messages.py reads them): OpenAI Chat Completions roles,
+# LangChain message types (model_dump) and class names (dumpd), OpenAI Responses items.
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+# LangChain message types (model_dump) and class names (dumpd) -> OpenAI roles.
+LANGCHAIN_TYPES = {
+    "human": "user",
+    "ai": "assistant",
+    "tool": "tool",
+    "system": "system",
+    "function": "function",
+    "chat": "user",
+}
+LANGCHAIN_CLASSES = {
+    "HumanMessage": "user",
+    "AIMessage": "assistant",
+    "ToolMessage": "tool",
+    "SystemMessage": "system",
+    "FunctionMessage": "function",
+    "ChatMessage": "user",
+}
+CONTAINER_KEYS = ("messages", "input", "output")
+
+
+def is_message(obj: Any) -> bool:
+    """One chat message or Responses item, in any of the three dialects."""
+    if not isinstance(obj, dict):
+        return False
+    role, kind = obj.get("role"), obj.get("type")
+    if role in ROLES and ("content" in obj or "tool_calls" in obj or "function_call" in obj):
+        return True
+    if isinstance(kind, str):
+        if kind in LANGCHAIN_TYPES and ("content" in obj or isinstance(obj.get("data"), dict)):
+            return True
+        if kind == "message" and role in ROLES:
+            return True
+        if kind.endswith(("_call", "_call_output")) and ("call_id" in obj or "id" in obj):
+            return True
+        if kind == "reasoning" and "summary" in obj:
+            return True
+    if obj.get("lc") == 1 and isinstance(obj.get("id"), list) and obj["id"]:
+        return str(obj["id"][-1]).removesuffix("Chunk") in LANGCHAIN_CLASSES
+    return False
+
+
+def is_message_list(value: Any) -> bool:
+    """A non-empty list whose first elements are all messages."""
+    return isinstance(value, list) and bool(value) and all(is_message(m) for m in value[:5])
+
+
+def conversation_of(obj: Any) -> list[Any] | None:
+    """The message list of a log (array or container object), or None when it holds none."""
+    if is_message_list(obj):
+        return list(obj)
+    if not isinstance(obj, dict):
+        return None
+    found: list[Any] = []
+    for key in CONTAINER_KEYS:
+        value = obj.get(key)
+        if isinstance(value, list) and is_message_list(value):
+            found.extend(value)
+        elif key == "input" and isinstance(value, str) and is_message_list(obj.get("output")):
+            found.append({"role": "user", "content": value})  # Responses: input as text
+    return found or None
+
+
+def is_messages(obj: Any) -> bool:
+    """A chat log: a message list, or an object holding one under messages/input/output."""
+    return conversation_of(obj) is not None
+
+
 PREDICATES: dict[str, Callable[[Any], bool]] = {
     "canonical": is_canonical,
     "ama-bench": is_ama_bench,
@@ -147,6 +222,7 @@ PREDICATES: dict[str, Callable[[Any], bool]] = {
     "spider-agent": is_spider_agent,
     "claude-code": is_claude_code,
     "otel-genai": is_otel_genai,
+    "messages": is_messages,
 }
 
 # Formats whose one trajectory spans the lines of a JSONL file: such a file is one record.
@@ -177,6 +253,8 @@ def sniff_line_file(data: bytes) -> str | None:
             return "claude-code"
         if isinstance(obj, dict) and (isinstance(obj.get("resourceSpans"), list) or _is_span(obj)):
             return "otel-genai"
+        if is_message(obj):  # one message per line: the file is one conversation
+            return "messages"
         return None
     return None
 
@@ -208,6 +286,16 @@ def describe(obj: Any) -> str:
         return f"a JSON array of {len(obj)} elements{first}"
     kinds = {str: "string", bool: "boolean", int: "number", float: "number"}
     return f"a JSON {kinds.get(type(obj), 'null')}"
+
+
+def unknown_format(obj: Any, *, what: str = "") -> str:
+    """Why no format fits ``obj``: what would make it canonical when little would, else every
+    shape tried and where converting another format is shown."""
+    head = f"unknown trajectory format: {what}{describe(obj)}"
+    hint = near_miss_hint(obj)
+    if hint is not None:
+        return f"{head}; {hint}"
+    return f"{head}; tried {tried()}; another format can be converted to canonical JSONL ({DOC})"
 
 
 def tried() -> str:

@@ -279,6 +279,7 @@ def file_outcomes(
     everything = {file_key(src) for src in todo}
     if s.dead_lettered or s.windows_failed:
         for row in _json_lines(dead_letter_path):
+            _keep_reason(s, str(row.get("reason") or ""))
             source = str(row.get("source") or "")
             for key in {file_key(source)} if source else everything:  # unknown: all of them
                 failed[key] = failed.get(key, 0) + 1
@@ -292,6 +293,23 @@ def file_outcomes(
             for key in everything:
                 degraded.setdefault(key, 0)
     return failed, degraded
+
+
+SHOWN_REASONS = 3
+REASON_CHARS = 400
+
+
+def _keep_reason(s: IngestSummary, reason: str) -> None:
+    """The first few distinct dead-letter reasons, each on one line and cut short."""
+    reason = " ".join(reason.split())
+    if len(reason) > REASON_CHARS:
+        reason = reason[: REASON_CHARS - 1] + "…"
+    if (
+        reason
+        and reason not in s.dead_letter_reasons
+        and len(s.dead_letter_reasons) < SHOWN_REASONS
+    ):
+        s.dead_letter_reasons.append(reason)
 
 
 def _json_lines(path: str) -> list[dict[str, Any]]:

@@ -63,6 +63,9 @@ class IngestSummary:
     rows_written: int = 0
     seconds: float = 0.0  # the pipeline
     dead_letter_path: str = ""
+    # The first distinct reasons of the dead letters, so that the summary says what to fix
+    # without opening the file.
+    dead_letter_reasons: list[str] = field(default_factory=list)
     extractor: str = ""
     counters: dict[str, int] = field(default_factory=dict)
     tenant: str = ""  # --tenant (or TRAJGRAPH_TENANT): where every record went, unless
@@ -195,6 +198,10 @@ class IngestSummary:
         ]
         if self.dead_lettered or self.windows_failed:
             lines.append(f"  dead letters       {self.dead_letter_path}")
+            lines.extend(f"    {reason}" for reason in self.dead_letter_reasons)
+            if 0 < len(self.dead_letter_reasons) < self.dead_lettered:
+                more = self.dead_lettered - len(self.dead_letter_reasons)
+                lines.append(f"    … and {more} more in the dead-letter file")
         if self.space_moved_to:
             lines.append(
                 f"  vectors stale      {self.stale_vectors}: the graph moved to "

@@ -221,6 +221,21 @@ def test_file_outcomes_from_dead_letters_and_windows_to_retry(tmp_path: Path) ->
     assert set(failed) == set(degraded) == {file_key(a), file_key(b), file_key(c)}
 
 
+def test_the_summary_shows_the_first_dead_letter_reasons(tmp_path: Path) -> None:
+    """A user whose file was refused reads why under the summary, without opening the file."""
+    a = str(tmp_path / "a.jsonl")
+    dl = tmp_path / "dead-letter.jsonl"
+    reasons = ["bad\nline 1", "bad line 2", "bad line 2", "x" * 1000, "bad line 4"]
+    dl.write_text("\n".join(json.dumps({"source": a, "reason": r}) for r in reasons) + "\n")
+    s = _summary(records=7, ingested=2, dead_lettered=5)
+    ingest.file_outcomes(s, [a], str(dl), None)
+    assert s.dead_letter_reasons == ["bad line 1", "bad line 2", "x" * 399 + "…"]
+    text = s.render()
+    assert "    bad line 1\n    bad line 2\n" in text
+    assert "… and 2 more in the dead-letter file" in text
+    assert s.to_json()["dead_letter_reasons"] == s.dead_letter_reasons
+
+
 def _llm(fake: FakeOpenAI) -> LLMSettings:
     return LLMSettings(
         model="fake-model",
