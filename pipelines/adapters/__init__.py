@@ -9,6 +9,7 @@ The mapping of each format onto turns is documented in docs/formats.md and in ea
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,7 @@ ADAPTERS: dict[str, Adapter] = {
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _PARQUET_MAGIC = b"PAR1"
 _BOM = b"\xef\xbb\xbf"
+_NON_SPACE = re.compile(rb"\S")
 # Containers a top-level JSON array may hold one episode per element of.
 _MULTI_EPISODE = ("tau-bench", "spider-agent", "ama-bench", "messages", "canonical")
 
@@ -160,7 +162,7 @@ def _jsonl_records(
             )
         yield RawRecord(source=source, locator="file", format=whole, payload=LineFile(data))
         return
-    pos, lineno = 0, 0
+    pos, lineno, first = 0, 0, True
     while pos <= len(data):
         end = data.find(b"\n", pos)
         if end < 0:
@@ -175,7 +177,11 @@ def _jsonl_records(
         payload: Any = line
         if len(line) > max_record_bytes:
             payload = OversizeRecord(len(line), max_record_bytes)
-        yield RawRecord(source=source, locator=f"line {lineno}", format=fmt, payload=payload)
+        alone = first and _NON_SPACE.search(data, pos) is None
+        first = False
+        yield RawRecord(
+            source=source, locator=f"line {lineno}", format=fmt, payload=payload, alone=alone
+        )
 
 
 def _starts_line(text: str, pos: int) -> bool:
@@ -234,8 +240,11 @@ def _records_of(source: str, obj: Any, fmt: str | None) -> Iterator[RawRecord]:
     if isinstance(obj, list) and obj:
         formats = [sniff(item) for item in obj]
         if any(f is not None for f in formats):
+            alone = len(obj) == 1
             for n, (item, f) in enumerate(zip(obj, formats, strict=True)):
-                yield RawRecord(source=source, locator=f"item {n}", format=f, payload=item)
+                yield RawRecord(
+                    source=source, locator=f"item {n}", format=f, payload=item, alone=alone
+                )
             return
     if isinstance(obj, list) and not obj:
         raise InputError("file holds an empty JSON array: no trajectories", source=source)
@@ -256,7 +265,9 @@ def _explicit_records(source: str, obj: Any, fmt: str) -> Iterator[RawRecord]:
                 source=source,
             )
         for n, item in enumerate(obj):
-            yield RawRecord(source=source, locator=f"item {n}", format=fmt, payload=item)
+            yield RawRecord(
+                source=source, locator=f"item {n}", format=fmt, payload=item, alone=len(obj) == 1
+            )
         return
     if not matches(fmt, obj):
         shape = SHAPES.get(fmt, "a Parquet file")
@@ -285,7 +296,13 @@ def _parquet_records(source: str, data: bytes) -> Iterator[RawRecord]:
     n = 0
     for batch in table.to_batches():
         for row in batch.to_pylist():
-            yield RawRecord(source=source, locator=f"row {n}", format="parquet", payload=row)
+            yield RawRecord(
+                source=source,
+                locator=f"row {n}",
+                format="parquet",
+                payload=row,
+                alone=table.num_rows == 1,
+            )
             n += 1
 
 
@@ -335,8 +352,9 @@ def _record_ids(
 ) -> list[dict[str, Any]]:
     """A record of a file of several (a JSONL line, an array item, a Parquet row) that names
     no id of its own is ``<file stem>/<locator>`` (``runs/line-3``), not the bare file stem:
-    otherwise every such record after the first would be a duplicate of it."""
-    if record.locator == "file":
+    otherwise every such record after the first would be a duplicate of it. A file's only
+    record keeps the stem, as a whole-file log does (and as it did before)."""
+    if record.locator == "file" or record.alone:
         return trajectories
     stem = canonical.file_stem(record.source)
     own = {v for v in obj.values() if isinstance(v, str)} if isinstance(obj, dict) else set()

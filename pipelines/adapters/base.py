@@ -24,6 +24,9 @@ class RawRecord:
     locator: str
     format: str | None
     payload: Any
+    # The only record of a file that could hold several (a one-line JSONL file, a one-item
+    # array, a one-row Parquet file): named like a whole file when it names no id.
+    alone: bool = False
 
 
 @dataclass(frozen=True)

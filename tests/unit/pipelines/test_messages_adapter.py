@@ -258,3 +258,9 @@ def test_id_less_lines_of_one_file_are_kept_apart():
     # a whole-file record keeps the file stem, and an id equal to the stem is the record's own
     assert read("runs.json", dump({"turns": turns}))[0]["id"] == "runs"
     assert read("runs.jsonl", dump({"id": "runs", "turns": turns}))[0]["id"] == "runs"
+    # a file's only record keeps the stem too (blank lines around it are no records), as
+    # before id-less records of several were told apart: its graph id does not change
+    assert read("one.jsonl", b"\n" + dump({"turns": turns}) + b"\n\n")[0]["id"] == "one"
+    assert read("one.json", dump([{"turns": turns}]))[0]["id"] == "one"
+    two = dump([{"turns": turns}, {"turns": turns}])
+    assert [t["id"] for t in read("two.json", two)] == ["two/item-0", "two/item-1"]
