@@ -109,7 +109,8 @@ def test_nothing_relevant_means_no_padding() -> None:
 def test_a_turn_deleted_under_the_read_is_left_out() -> None:
     """A rewrite that commits while retrieval reads the turns (Neo4j reads are not snapshots)
     can hand back a deleted turn without properties: it is skipped, not a 500."""
-    turns = [*_turns(8), {"idx": None, "action": None, "observation": None}]
+    turns = _turns(8)
+    turns.append({"idx": None, "action": None, "observation": None})
     index = TurnIndex.build(turns)
     assert index.turns == list(range(8))
 
