@@ -644,11 +644,13 @@ RETURN n + 1 AS n, identifiers, signatures
 
 # Shared nodes are deleted only under their write lock, and only when nothing links to them
 # then: another writer that linked one in the meantime has committed (or holds the lock, and
-# this waits), so its link is seen and kept. DELETE, not DETACH DELETE: a link that appeared
-# anyway fails the statement instead of vanishing with the node. Callers pass $uids sorted.
+# this waits), so its link is seen and kept. Only candidates are locked (a lock is a write).
+# DELETE, not DETACH DELETE: a link that appeared anyway fails the statement instead of
+# vanishing with the node. Callers pass $uids sorted.
 DELETE_ORPHAN_IDENTIFIERS = """
 UNWIND $uids AS uid
 MATCH (i:Identifier {uid: uid})
+WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
 SET i.write_lock = true
 REMOVE i.write_lock
 WITH i WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
@@ -659,6 +661,7 @@ RETURN count(*) AS n
 DELETE_ORPHAN_SIGNATURES = """
 UNWIND $uids AS uid
 MATCH (g:Signature {uid: uid})
+WHERE NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
 SET g.write_lock = true
 REMOVE g.write_lock
 WITH g WHERE NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
