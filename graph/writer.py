@@ -257,7 +257,7 @@ class GraphWriter:
             identifiers = _uids(tx, cypher.IDENTIFIERS_OF_TRAJECTORIES, clear)
             self._run(tx, cypher.DELETE_TRAJECTORY_CONTENT, {"uids": clear}, stats)
         for kind in ROW_KINDS:
-            rows = [row for g in todo for row in g.rows[kind]]
+            rows = [row for g in todo for row in _rows_to_write(g, kind)]
             if kind in SHARED_ORDER:
                 rows.sort(key=SHARED_ORDER[kind])  # shared nodes locked in one order too
             for start in range(0, len(rows), self._batch_size):
@@ -285,6 +285,15 @@ class GraphWriter:
     ) -> None:
         tx.run(statement, params).consume()
         stats.statements += 1
+
+
+def _rows_to_write(g: GraphRows, kind: str) -> list[dict[str, Any]]:
+    """``g``'s rows of ``kind``. Rows the embedding step left without vectors because the
+    graph held their version (GraphRows.embedding_skipped), which another job replaced
+    since: stored under a hash no run produces, so the next run writes them with vectors."""
+    if kind != "complete" or not g.embedding_skipped:
+        return g.rows[kind]
+    return [{**row, "content_hash": f"{row['content_hash']}:unembedded"} for row in g.rows[kind]]
 
 
 # Rows that MERGE a node other trajectories share, by the key of that node.

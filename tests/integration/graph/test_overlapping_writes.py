@@ -29,7 +29,7 @@ from trajgraph.graph.rows import GraphRows
 from trajgraph.graph.writer import GraphWriter
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import Located
-from trajgraph.pipelines.transforms import ExtractTrajectoryFn
+from trajgraph.pipelines.transforms import EmbedRowsFn, ExtractTrajectoryFn
 from trajgraph.settings import Settings
 
 LOG = "swe-agent/pydicom__pydicom-1458.traj"
@@ -246,3 +246,29 @@ def test_a_delete_during_rewrites_leaves_the_trajectory_gone_or_whole(
     want_digest, want_labels = versions["clean"][name]
     assert graph_digest(write_driver, db, tenant) == want_digest
     assert _labels(write_driver, db, tenant) == want_labels  # no identifier left over either
+
+
+def test_rows_passed_on_unembedded_are_not_stored_as_done_after_another_job_wrote(
+    versions: dict[str, Any], write_driver: neo4j.Driver, neo4j_settings: Settings, tenant: str
+) -> None:
+    """The embedding step passes a trajectory on without vectors when the graph holds its
+    version (the writer will skip it). Should another job (a stream, an older copy of the
+    log) replace that version before the write, the writer does write these rows: without
+    vectors, so under a hash no run produces, and the next run embeds and rewrites them
+    (before, they were stored as done, and every later run skipped them without vectors)."""
+    db = neo4j_settings.neo4j.database
+    short, long = versions["short"], versions["long"]
+    GraphWriter(write_driver, db).write([long])
+    fn = EmbedRowsFn(neo4j_settings.neo4j, neo4j_settings.embedder)
+    fn.setup()
+    try:
+        (passed,) = list(fn.process(long))
+    finally:
+        fn.teardown()
+    assert not any("embedding" in row for row in passed.rows["turns"])  # nothing embedded
+    GraphWriter(write_driver, db).write([short])  # the other job, in between
+    GraphWriter(write_driver, db).write([passed])
+    stored = write_driver.execute_query(
+        cypher.EXISTING_HASH, uid=long.trajectory_uid, database_=db
+    ).records[0]["content_hash"]
+    assert stored == f"{long.content_hash}:unembedded"
