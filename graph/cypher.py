@@ -153,15 +153,23 @@ EXISTING_HASH = "MATCH (t:Trajectory {uid: $uid}) RETURN t.content_hash AS conte
 
 # -- change detection -------------------------------------------------------------------------
 
-EXISTING_HASHES = """
+# The first statement of a write transaction: takes the write lock of every trajectory it
+# writes ($uids sorted, so two writers lock in one order), creating the ones not there yet,
+# and reads their stored hashes under it. A second writer of the same trajectory (an
+# overlapping nightly run, a stream) waits here until the first one committed, then sees its
+# hash. `existed`: a node created here has no tenant yet (MERGE_TRAJECTORIES sets it).
+LOCK_TRAJECTORIES = """
 UNWIND $uids AS uid
-MATCH (t:Trajectory {uid: uid})
-RETURN t.uid AS uid, t.content_hash AS content_hash
+MERGE (t:Trajectory {uid: uid})
+SET t.write_lock = true
+REMOVE t.write_lock
+RETURN uid, t.content_hash AS content_hash, t.tenant IS NOT NULL AS existed
 """
 
 # A changed trajectory is rewritten from scratch so no stale state or edge survives. Its
-# stored hash goes in the same transaction: a write that dies half-way leaves no hash, so the
-# next run rewrites it even when its content hashes like the old one again.
+# stored hash goes in the same transaction (the GraphWriter's, which writes the new content
+# too; the hook's): a write that dies half-way leaves the old version or no hash, so the next
+# run rewrites it even when its content hashes like the old one again.
 DELETE_TRAJECTORY_CONTENT = """
 UNWIND $uids AS tuid
 OPTIONAL MATCH (t:Trajectory {uid: tuid})
@@ -177,6 +185,13 @@ SIGNATURES_OF_TRAJECTORIES = """
 UNWIND $uids AS tuid
 MATCH (:State {trajectory_uid: tuid})-[:HAS_SIGNATURE]->(g:Signature)
 RETURN collect(DISTINCT g.uid) AS uids
+"""
+
+# The same for identifiers (DELETE_ORPHAN_IDENTIFIERS), shared by the tenant's trajectories.
+IDENTIFIERS_OF_TRAJECTORIES = """
+UNWIND $uids AS tuid
+MATCH (:Object {trajectory_uid: tuid})-[:IDENTIFIED_BY]->(i:Identifier)
+RETURN collect(DISTINCT i.uid) AS uids
 """
 
 # -- nodes ------------------------------------------------------------------------------------
@@ -588,39 +603,69 @@ ORDER BY id
 
 TRAJECTORY_BY_ID = "MATCH (t:Trajectory {tenant: $tenant, id: $id}) RETURN t.uid AS uid, t.id AS id"
 
-# Identifiers are shared across the tenant's trajectories: collect the ones this trajectory
-# uses first, delete the trajectory, then only the identifiers nobody uses any more.
-IDENTIFIERS_OF_TRAJECTORY = """
-MATCH (o:Object {trajectory_uid: $uid})-[:IDENTIFIED_BY]->(i:Identifier)
-RETURN collect(DISTINCT i.uid) AS uids
-"""
-
-DELETE_TRAJECTORY_NODES = """
-MATCH (n:Turn|State|Object|Resolution {trajectory_uid: $uid})
-WITH n LIMIT $batch
-DETACH DELETE n
-RETURN count(*) AS n
-"""
-
-DELETE_TRAJECTORY_NODE = """
+# A trajectory goes in batches (DELETE_TRAJECTORY_NODES until it returns 0, then
+# DELETE_TRAJECTORY_NODE), each under the trajectory's write lock (LOCK_TRAJECTORIES): an
+# ingest rewriting it at the same time commits before or after a batch, never deletes the
+# same node with it, and what it committed is deleted by the batches after it. Each batch
+# returns the identifiers and signatures its nodes linked to: shared with the tenant's other
+# trajectories, they go after the trajectory only when nothing links to them any more.
+_DELETE_LOCKED_CONTENT = """
 MATCH (t:Trajectory {uid: $uid})
-DETACH DELETE t
-RETURN count(*) AS n
+SET t.write_lock = true
+REMOVE t.write_lock
+WITH t
+CALL (t) {
+  MATCH (n:Turn|State|Object|Resolution {trajectory_uid: t.uid})
+  WITH n LIMIT $batch
+  RETURN collect(n) AS nodes
+}
+WITH t, nodes,
+     COLLECT { UNWIND nodes AS n MATCH (n)-[:IDENTIFIED_BY]->(i:Identifier)
+               RETURN DISTINCT i.uid } AS identifiers,
+     COLLECT { UNWIND nodes AS n MATCH (n)-[:HAS_SIGNATURE]->(g:Signature)
+               RETURN DISTINCT g.uid } AS signatures
+FOREACH (n IN nodes | DETACH DELETE n)
 """
 
+DELETE_TRAJECTORY_NODES = (
+    _DELETE_LOCKED_CONTENT + "RETURN size(nodes) AS n, identifiers, signatures\n"
+)
+
+# The last batch: the trajectory node, with content an ingest committed after the batch
+# before (at most one rewrite of the trajectory). An ingest that writes the trajectory after
+# this re-creates it whole.
+DELETE_TRAJECTORY_NODE = (
+    _DELETE_LOCKED_CONTENT
+    + """WITH t, size(nodes) AS n, identifiers, signatures
+DETACH DELETE t
+RETURN n + 1 AS n, identifiers, signatures
+"""
+)
+
+# Shared nodes are deleted only under their write lock, and only when nothing links to them
+# then: another writer that linked one in the meantime has committed (or holds the lock, and
+# this waits), so its link is seen and kept. Only candidates are locked (a lock is a write).
+# DELETE, not DETACH DELETE: a link that appeared anyway fails the statement instead of
+# vanishing with the node. Callers pass $uids sorted.
 DELETE_ORPHAN_IDENTIFIERS = """
 UNWIND $uids AS uid
 MATCH (i:Identifier {uid: uid})
 WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
-DETACH DELETE i
+SET i.write_lock = true
+REMOVE i.write_lock
+WITH i WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
+DELETE i
 RETURN count(*) AS n
 """
 
 DELETE_ORPHAN_SIGNATURES = """
 UNWIND $uids AS uid
 MATCH (g:Signature {uid: uid})
-WHERE NOT EXISTS { (:State)-[:HAS_SIGNATURE]->(g) }
-DETACH DELETE g
+WHERE NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
+SET g.write_lock = true
+REMOVE g.write_lock
+WITH g WHERE NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
+DELETE g
 RETURN count(*) AS n
 """
 

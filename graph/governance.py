@@ -51,22 +51,31 @@ def delete_tenant(driver: neo4j.Driver, database: str, tenant: str) -> Deleted:
 def _delete_all(driver: neo4j.Driver, database: str, rows: list[dict[str, str]]) -> Deleted:
     out = Deleted()
     for row in rows:
-        uid = row["uid"]
-        identifiers = read(driver, database, cypher.IDENTIFIERS_OF_TRAJECTORY, uid=uid)[0]["uids"]
-        signatures = read(driver, database, cypher.SIGNATURES_OF_TRAJECTORIES, uids=[uid])[0][
-            "uids"
-        ]
-        while n := _write(driver, database, cypher.DELETE_TRAJECTORY_NODES, uid=uid, batch=BATCH):
-            out.nodes += n
-        out.nodes += _write(driver, database, cypher.DELETE_TRAJECTORY_NODE, uid=uid)
-        for i in range(0, len(identifiers), BATCH):
-            out.nodes += _write(
-                driver, database, cypher.DELETE_ORPHAN_IDENTIFIERS, uids=identifiers[i : i + BATCH]
-            )
-        for i in range(0, len(signatures), BATCH):
-            out.nodes += _write(
-                driver, database, cypher.DELETE_ORPHAN_SIGNATURES, uids=signatures[i : i + BATCH]
-            )
+        identifiers: set[str] = set()
+        signatures: set[str] = set()
+        statement = cypher.DELETE_TRAJECTORY_NODES
+        while True:
+            with graph_errors("delete"):
+                records, _, _ = driver.execute_query(
+                    statement, uid=row["uid"], batch=BATCH, database_=database
+                )
+            if not records:  # gone already (another delete got there first)
+                break
+            rec = records[0]
+            out.nodes += int(rec["n"])
+            identifiers.update(rec["identifiers"])
+            signatures.update(rec["signatures"])
+            if statement is cypher.DELETE_TRAJECTORY_NODE:
+                break
+            if not rec["n"]:
+                statement = cypher.DELETE_TRAJECTORY_NODE
+        # Sorted: orphans are deleted under their locks, taken in the writers' order.
+        for orphan_statement, uids in (
+            (cypher.DELETE_ORPHAN_IDENTIFIERS, sorted(identifiers)),
+            (cypher.DELETE_ORPHAN_SIGNATURES, sorted(signatures)),
+        ):
+            for i in range(0, len(uids), BATCH):
+                out.nodes += _write(driver, database, orphan_statement, uids=uids[i : i + BATCH])
         out.trajectories.append(row["id"])
     return out
 

@@ -61,6 +61,10 @@ class GraphRows:
     # The streamed trajectory's version these rows were built from (0 in batch runs); the
     # stream writes a trajectory's newest version only (pipelines/streaming.py).
     version: int = 0
+    # Set by the embedding step when it passed the rows on without vectors because the graph
+    # held this very version: should another job replace that version before these rows are
+    # written, the writer stores them under a hash no run produces, so the next run embeds.
+    embedding_skipped: bool = False
 
     def count(self) -> int:
         return sum(len(v) for k, v in self.rows.items() if k != "complete")

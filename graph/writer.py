@@ -3,12 +3,17 @@
 Unchanged trajectories (same content hash as stored) are skipped; changed ones are cleared
 and rewritten, so a re-ingest never leaves stale states or edges behind.
 
+Each flush is one transaction (``write_batch``): its trajectories are replaced whole or not
+at all. Jobs that overlap (two nightly runs, a stream and a batch ingest, the same log twice)
+write the same trajectory one after the other: the first statement takes the trajectory's
+lock and reads its stored hash under it, so the second writer finds the first one's version
+and skips it when it is the same, or replaces it whole (the last writer wins).
+
 Runners retry a failed bundle (Dataflow retries it, Flink restarts from its last checkpoint),
-so a write may run again after part of it reached the graph. That converges: every node and
-edge is MERGEd on a deterministic id, and a trajectory's content hash is stored by the last
-statement of its write (``complete``), so a half-written trajectory has no hash and is
-cleared and rewritten by the retry. The test setting TRAJGRAPH_TEST_WRITE_FAULT (never set
-by users) makes one write batch fail half-way to show it
+so a write may run again after another part of the bundle reached the graph. That converges:
+every node and edge is MERGEd on a deterministic id, and a trajectory's content hash is stored
+by the last statement of its write (``complete``). The test setting TRAJGRAPH_TEST_WRITE_FAULT
+(never set by users) makes one write batch fail half-way to show it
 (tests/integration/pipelines/test_prism.py).
 """
 
@@ -17,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import neo4j
@@ -47,8 +52,8 @@ STATEMENTS: dict[str, str] = {
     "complete": cypher.MARK_TRAJECTORIES_COMPLETE,
 }
 assert set(STATEMENTS) == set(ROW_KINDS)
-# The test fault strikes after this many statements of a batch: its trajectories and turns
-# are written, their edges and content hashes are not.
+# The test fault strikes after this many statements of a batch's transaction (the lock and
+# the trajectories), which then rolls back: nothing of the batch reaches the graph.
 TEST_FAULT_AFTER_STATEMENTS = 2
 
 
@@ -139,6 +144,7 @@ class WriteStats:
     rewritten: int = 0
     rows: int = 0
     statements: int = 0
+    deferred: list[GraphRows] = field(default_factory=list)  # rewrites, written one by one
 
 
 class GraphWriter:
@@ -181,81 +187,132 @@ class GraphWriter:
         return batch
 
     def write_batch(self, batch: list[GraphRows]) -> WriteStats:
-        stats = WriteStats()
+        """Write ``batch``: every trajectory in it is replaced as a whole or not at all, so a
+        reader sees the old version or the new one, and a failed write leaves the previous
+        version (see LOCK_TRAJECTORIES for writers that overlap). New trajectories go in one
+        transaction; each one that replaces a stored version in a transaction of its own,
+        since Neo4j's MERGE slows down with every deleted node a transaction holds (a batch
+        of rewrites in one transaction took 1.7x as long). The driver retries a transaction
+        on Neo4j's transient errors (a deadlock with another writer over shared identifiers
+        or signatures): the one retry layer."""
         if not batch:
-            return stats
+            return WriteStats()
         # The same trajectory twice in one flush: the last one wins, as a rewrite would.
+        # Sorted, so that writers whose batches overlap take their locks in one order.
         by_uid = {g.trajectory_uid: g for g in batch}
-        stored = self._stored_hashes(list(by_uid))
-        todo: list[GraphRows] = []
-        changed: list[str] = []
-        for uid, g in by_uid.items():
-            old = stored.get(uid)
-            if self._skip_unchanged and old == g.content_hash:
-                stats.unchanged += 1
-                continue
-            if uid in stored:
-                changed.append(uid)
-            todo.append(g)
-        stats.trajectories = len(by_uid)
-        stats.rewritten = len(changed)
-        orphans: list[str] = []
-        if changed:
-            # Signatures are shared by the tenant's trajectories: the ones only the old
-            # content showed go once the new content is written (counts follow).
-            orphans = self._signatures_of(changed)
-            self._run(cypher.DELETE_TRAJECTORY_CONTENT, {"uids": changed}, stats)
-        for kind in ROW_KINDS:
-            rows = [row for g in todo for row in g.rows[kind]]
-            for start in range(0, len(rows), self._batch_size):
-                chunk = rows[start : start + self._batch_size]
-                self._run(STATEMENTS[kind], {"rows": chunk}, stats)
-                if kind != "complete":
-                    stats.rows += len(chunk)
-                if self._test_fault and stats.statements == TEST_FAULT_AFTER_STATEMENTS:
-                    _strike_once(self._test_fault, stats.statements)
-        for start in range(0, len(orphans), self._batch_size):
-            uids = orphans[start : start + self._batch_size]
-            self._run(cypher.DELETE_ORPHAN_SIGNATURES, {"uids": uids}, stats)
+        stats = self._transaction([by_uid[u] for u in sorted(by_uid)], rewrite=False)
+        for g in stats.deferred:
+            one = self._transaction([g], rewrite=True)
+            stats.unchanged += one.unchanged
+            stats.rewritten += one.rewritten
+            stats.rows += one.rows
+            stats.statements += one.statements
+        stats.deferred = []
         return stats
 
-    def _signatures_of(self, uids: list[str]) -> list[str]:
-        with graph_errors("reading the signatures of rewritten trajectories"):
-            records, _, _ = self._driver.execute_query(
-                cypher.SIGNATURES_OF_TRAJECTORIES,
-                uids=uids,
-                database_=self._database,
-                routing_=neo4j.RoutingControl.READ,
-            )
-        return list(records[0]["uids"]) if records else []
+    def _transaction(self, batch: list[GraphRows], *, rewrite: bool) -> WriteStats:
+        result = WriteStats()
 
-    def _stored_hashes(self, uids: list[str]) -> dict[str, Any]:
-        if not uids:
-            return {}
-        with graph_errors("reading stored trajectory hashes"):
-            records, _, _ = self._driver.execute_query(
-                cypher.EXISTING_HASHES,
-                uids=uids,
-                database_=self._database,
-                routing_=neo4j.RoutingControl.READ,
-            )
-        return {r["uid"]: r["content_hash"] for r in records}
-
-    def _run(self, statement: str, params: dict[str, Any], stats: WriteStats) -> None:
         def work(tx: neo4j.ManagedTransaction) -> None:
-            tx.run(statement, params).consume()
+            nonlocal result  # a retried transaction starts its counts again
+            result = self._write_locked(tx, batch, rewrite=rewrite)
 
         with (
             graph_errors("a batch write"),
             self._driver.session(database=self._database) as session,
         ):
             session.execute_write(work)
+        return result
+
+    def _write_locked(
+        self, tx: neo4j.ManagedTransaction, todo_all: list[GraphRows], *, rewrite: bool
+    ) -> WriteStats:
+        """Lock ``todo_all``'s trajectories, then write the ones whose stored hash differs:
+        all of them with ``rewrite``, else only the new ones (a stored version, read under
+        the lock, puts the trajectory in ``deferred`` for a transaction of its own)."""
+        stats = WriteStats(trajectories=len(todo_all))
+        locked = tx.run(cypher.LOCK_TRAJECTORIES, uids=[g.trajectory_uid for g in todo_all])
+        stored = {r["uid"]: (r["content_hash"], r["existed"]) for r in locked}
         stats.statements += 1
+        todo: list[GraphRows] = []
+        for g in todo_all:
+            old, existed = stored[g.trajectory_uid]
+            if self._skip_unchanged and old == g.content_hash:
+                stats.unchanged += 1
+            elif existed and not rewrite:
+                stats.deferred.append(g)
+            else:
+                stats.rewritten += int(existed)
+                todo.append(g)
+        clear = [g.trajectory_uid for g in todo]
+        signatures: list[str] = []
+        identifiers: list[str] = []
+        if clear:
+            # Old content goes first, also under a trajectory node made just now: content a
+            # `trajgraph delete` running at the same time left behind must not mix with the
+            # new version (index seeks: nothing to find costs next to nothing). Signatures and
+            # identifiers are shared by the tenant's trajectories: the ones only the old
+            # content used go once the new content is written.
+            signatures = _uids(tx, cypher.SIGNATURES_OF_TRAJECTORIES, clear)
+            identifiers = _uids(tx, cypher.IDENTIFIERS_OF_TRAJECTORIES, clear)
+            self._run(tx, cypher.DELETE_TRAJECTORY_CONTENT, {"uids": clear}, stats)
+        for kind in ROW_KINDS:
+            rows = [row for g in todo for row in _rows_to_write(g, kind)]
+            if kind in SHARED_ORDER:
+                rows.sort(key=SHARED_ORDER[kind])  # shared nodes locked in one order too
+            for start in range(0, len(rows), self._batch_size):
+                chunk = rows[start : start + self._batch_size]
+                self._run(tx, STATEMENTS[kind], {"rows": chunk}, stats)
+                if kind != "complete":
+                    stats.rows += len(chunk)
+                if self._test_fault and stats.statements >= TEST_FAULT_AFTER_STATEMENTS:
+                    _strike_once(self._test_fault, stats.statements)
+        for statement, orphans in (
+            (cypher.DELETE_ORPHAN_IDENTIFIERS, identifiers),
+            (cypher.DELETE_ORPHAN_SIGNATURES, signatures),
+        ):
+            for start in range(0, len(orphans), self._batch_size):
+                chunk_uids = orphans[start : start + self._batch_size]
+                self._run(tx, statement, {"uids": chunk_uids}, stats)
+        return stats
+
+    def _run(
+        self,
+        tx: neo4j.ManagedTransaction,
+        statement: str,
+        params: dict[str, Any],
+        stats: WriteStats,
+    ) -> None:
+        tx.run(statement, params).consume()
+        stats.statements += 1
+
+
+def _rows_to_write(g: GraphRows, kind: str) -> list[dict[str, Any]]:
+    """``g``'s rows of ``kind``. Rows the embedding step left without vectors because the
+    graph held their version (GraphRows.embedding_skipped), which another job replaced
+    since: stored under a hash no run produces, so the next run writes them with vectors."""
+    if kind != "complete" or not g.embedding_skipped:
+        return g.rows[kind]
+    return [{**row, "content_hash": f"{row['content_hash']}:unembedded"} for row in g.rows[kind]]
+
+
+# Rows that MERGE a node other trajectories share, by the key of that node.
+SHARED_ORDER: dict[str, Any] = {
+    "objects": lambda row: row["identifier_uid"],
+    "signatures": lambda row: row["uid"],
+}
+
+
+def _uids(tx: neo4j.ManagedTransaction, statement: str, trajectory_uids: list[str]) -> list[str]:
+    """The sorted uids a collect(DISTINCT ...) AS uids statement returns."""
+    record = tx.run(statement, uids=trajectory_uids).single()
+    return sorted(record["uids"]) if record else []
 
 
 def _strike_once(marker: str, statements: int) -> None:
     """The test fault: the first write batch (of any process) to create ``marker`` fails here,
-    after ``statements`` statements of it were committed; later ones find the marker and go on."""
+    after ``statements`` statements of its transaction (rolled back); later ones find the
+    marker and go on."""
     try:
         os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:

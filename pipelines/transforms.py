@@ -451,6 +451,7 @@ class EmbedRowsFn(beam.DoFn):
                 cypher.EXISTING_HASH, uid=rows.trajectory_uid, database_=self._neo.database
             ).records
         if found and found[0]["content_hash"] == rows.content_hash:
+            rows.embedding_skipped = True  # the writer skips it too, unless it changed since
             yield rows
             return
         self._watch_space()

@@ -142,6 +142,10 @@ class TurnIndex:
         chars = 0
         order: list[int] = []
         for t in turns:
+            if t.get("idx") is None:
+                # A turn a rewrite deleted while this read ran (Neo4j reads are read-committed,
+                # not snapshots: a node deleted under the read shows no properties).
+                continue
             idx = int(t["idx"])  # type: ignore[call-overload]
             action = str(t.get("action") or "")
             obs = str(t.get("observation") or "")

@@ -309,9 +309,10 @@ def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
     tmp_path: Path,
     prism_endpoint: str,
 ) -> None:
-    """The writer's test fault fails the first write bundle after its trajectories and turns
-    were committed: the run fails with part of the graph written; run again (as a runner
-    retries), it converges to the clean graph, with no node or edge twice."""
+    """The writer's test fault fails the first write batch half-way through its
+    transaction: the run fails, and the batch left nothing behind (no trajectory without its
+    hash); run again (as a runner retries), it converges to the clean graph, with no node or
+    edge twice."""
     db = neo4j_settings.neo4j.database
     marker = tmp_path / "fault-fired"
     faulty = dataclasses.replace(
@@ -322,13 +323,12 @@ def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
         ingested(shared_dir, tenant=tenant, args=_prism(prism_endpoint), settings=faulty)
     assert marker.exists()
     partial = _graph(driver, db, tenant)
-    assert partial.labels.get("Turn", 0) > 0, "nothing was written before the fault"
     half_written = driver.execute_query(
         "MATCH (t:Trajectory {tenant: $tenant}) WHERE t.content_hash IS NULL RETURN count(t) AS n",
         tenant=tenant,
         database_=db,
     ).records[0]["n"]
-    assert half_written > 0  # trajectories whose write stopped before its last statement
+    assert half_written == 0  # the failed batch's transaction rolled back whole
     assert partial.digest != direct.graph.digest
 
     s = ingested(shared_dir, tenant=tenant, args=_prism(prism_endpoint), settings=faulty).summary
@@ -375,7 +375,7 @@ def test_a_write_bundle_retried_after_a_half_write_converges(
         rows = _rows_of(path, tenant)
         with pytest.raises(Exception, match="test fault"):
             _write_bundle(neo, rows)
-        assert _graph(driver, db, tenant).digest != _graph(driver, db, clean).digest
+        assert _graph(driver, db, tenant).labels == {}  # rolled back: nothing half-written
         _write_bundle(neo, _rows_of(path, tenant))  # the retry: the same elements again
         assert _graph(driver, db, tenant) == _graph(driver, db, clean)
     finally:

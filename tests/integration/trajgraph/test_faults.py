@@ -64,7 +64,7 @@ def _kill_mid_write(
             "--embedder",
             "hash",
             "--batch-size",
-            "1",  # one transaction per row: ~20 s of writes instead of ~1 s
+            "1",  # one statement per row (a transaction per trajectory): ~20 s of writes
             "--manifest",
             str(tmp / "manifest.json"),
             "--metrics",

@@ -106,6 +106,15 @@ def test_nothing_relevant_means_no_padding() -> None:
     assert select(index, "zebra quantum entanglement?", Signals(), 2000) == []
 
 
+def test_a_turn_deleted_under_the_read_is_left_out() -> None:
+    """A rewrite that commits while retrieval reads the turns (Neo4j reads are not snapshots)
+    can hand back a deleted turn without properties: it is skipped, not a 500."""
+    turns = _turns(8)
+    turns.append({"idx": None, "action": None, "observation": None})
+    index = TurnIndex.build(turns)
+    assert index.turns == list(range(8))
+
+
 def test_action_counts_occurrences_and_changes() -> None:
     turns = [
         {"idx": 0, "action": "look", "observation": "Score: 6\nMoves Left: 49"},
