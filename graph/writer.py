@@ -55,6 +55,12 @@ assert set(STATEMENTS) == set(ROW_KINDS)
 # The test fault strikes after this many statements of a batch's transaction (the lock and
 # the trajectories), which then rolls back: nothing of the batch reaches the graph.
 TEST_FAULT_AFTER_STATEMENTS = 2
+# Rows one write transaction holds at most (about 2.5 KB of Neo4j transaction memory each,
+# vectors included: 50,000 rows ~ 120 MiB of the 716 MiB a 1 GB heap allows by default). New
+# trajectories are grouped up to it; a trajectory bigger than it (some 3,000 turns) is
+# written in parts (GraphWriter._write_in_parts): one transaction for 20,000 turns ran out
+# of transaction memory.
+MAX_TRANSACTION_ROWS = 50_000
 
 
 def ensure_schema(driver: neo4j.Driver, database: str) -> None:
@@ -156,10 +162,12 @@ class GraphWriter:
         batch_size: int = 1000,
         skip_unchanged: bool = True,
         test_fault: str | None = None,
+        max_transaction_rows: int = MAX_TRANSACTION_ROWS,
     ) -> None:
         self._driver = driver
         self._database = database
         self._batch_size = max(1, batch_size)
+        self._max_transaction_rows = max(1, max_transaction_rows)
         self._skip_unchanged = skip_unchanged
         self._test_fault = test_fault  # a marker path (Neo4jSettings.test_write_fault)
         self._pending: list[GraphRows] = []
@@ -200,15 +208,92 @@ class GraphWriter:
         # The same trajectory twice in one flush: the last one wins, as a rewrite would.
         # Sorted, so that writers whose batches overlap take their locks in one order.
         by_uid = {g.trajectory_uid: g for g in batch}
-        stats = self._transaction([by_uid[u] for u in sorted(by_uid)], rewrite=False)
+        stats = WriteStats()
+        whole = [by_uid[u] for u in sorted(by_uid)]
+        big = [g for g in whole if g.count() > self._max_transaction_rows]
+        group: list[GraphRows] = []
+        size = 0
+        for g in (g for g in whole if g.count() <= self._max_transaction_rows):
+            if group and size + g.count() > self._max_transaction_rows:
+                _add(stats, self._transaction(group, rewrite=False))
+                group, size = [], 0
+            group.append(g)
+            size += g.count()
+        if group:
+            _add(stats, self._transaction(group, rewrite=False))
         for g in stats.deferred:
-            one = self._transaction([g], rewrite=True)
-            stats.unchanged += one.unchanged
-            stats.rewritten += one.rewritten
-            stats.rows += one.rows
-            stats.statements += one.statements
+            _add(stats, self._transaction([g], rewrite=True), trajectories=False)
+        for g in big:
+            _add(stats, self._write_in_parts(g))
         stats.deferred = []
         return stats
+
+    def _write_in_parts(self, g: GraphRows) -> WriteStats:
+        """A trajectory over ``max_transaction_rows`` rows, in transactions of one statement
+        each (``batch_size`` rows): the old content is deleted in the first, under the lock,
+        and the hash is written last, so a write that dies half-way is redone by the next run.
+        Each part takes the trajectory's lock, but between parts a reader can see the
+        trajectory half-written and another writer of it can interleave (docs/graph-model.md)."""
+        stats = WriteStats(trajectories=1)
+        begun: dict[str, Any] = {}
+
+        def begin(tx: neo4j.ManagedTransaction) -> None:
+            begun.clear()
+            locked = tx.run(cypher.LOCK_TRAJECTORIES, uids=[g.trajectory_uid]).single()
+            assert locked is not None  # MERGE returns the trajectory's row
+            if self._skip_unchanged and locked["content_hash"] == g.content_hash:
+                begun["unchanged"] = True
+                return
+            begun["existed"] = locked["existed"]
+            uids = [g.trajectory_uid]
+            begun["signatures"] = _uids(tx, cypher.SIGNATURES_OF_TRAJECTORIES, uids)
+            begun["identifiers"] = _uids(tx, cypher.IDENTIFIERS_OF_TRAJECTORIES, uids)
+            tx.run(cypher.DELETE_TRAJECTORY_CONTENT, uids=uids).consume()
+
+        self._in_transaction(begin)
+        stats.statements += 1
+        if begun.get("unchanged"):
+            stats.unchanged = 1
+            return stats
+        stats.rewritten = int(bool(begun["existed"]))
+        parts: list[tuple[str, dict[str, Any]]] = []
+        for kind in ROW_KINDS:
+            rows = _rows_to_write(g, kind)
+            if kind in SHARED_ORDER:
+                rows = sorted(rows, key=SHARED_ORDER[kind])
+            for start in range(0, len(rows), self._batch_size):
+                chunk = rows[start : start + self._batch_size]
+                parts.append((STATEMENTS[kind], {"rows": chunk}))
+                if kind != "complete":
+                    stats.rows += len(chunk)
+        for statement, orphans in (
+            (cypher.DELETE_ORPHAN_IDENTIFIERS, begun["identifiers"]),
+            (cypher.DELETE_ORPHAN_SIGNATURES, begun["signatures"]),
+        ):
+            for start in range(0, len(orphans), self._batch_size):
+                parts.append((statement, {"uids": orphans[start : start + self._batch_size]}))
+        for statement, params in parts:
+
+            def part(
+                tx: neo4j.ManagedTransaction,
+                statement: str = statement,
+                params: dict[str, Any] = params,
+            ) -> None:
+                tx.run(cypher.LOCK_TRAJECTORIES, uids=[g.trajectory_uid]).consume()
+                tx.run(statement, params).consume()
+
+            self._in_transaction(part)
+            stats.statements += 1
+            if self._test_fault and stats.statements >= TEST_FAULT_AFTER_STATEMENTS:
+                _strike_once(self._test_fault, stats.statements)
+        return stats
+
+    def _in_transaction(self, work: Any) -> None:
+        with (
+            graph_errors("a batch write"),
+            self._driver.session(database=self._database) as session,
+        ):
+            session.execute_write(work)
 
     def _transaction(self, batch: list[GraphRows], *, rewrite: bool) -> WriteStats:
         result = WriteStats()
@@ -217,11 +302,7 @@ class GraphWriter:
             nonlocal result  # a retried transaction starts its counts again
             result = self._write_locked(tx, batch, rewrite=rewrite)
 
-        with (
-            graph_errors("a batch write"),
-            self._driver.session(database=self._database) as session,
-        ):
-            session.execute_write(work)
+        self._in_transaction(work)
         return result
 
     def _write_locked(
@@ -285,6 +366,18 @@ class GraphWriter:
     ) -> None:
         tx.run(statement, params).consume()
         stats.statements += 1
+
+
+def _add(into: WriteStats, one: WriteStats, *, trajectories: bool = True) -> None:
+    """Count ``one`` transaction's work into ``into`` (a rewrite's trajectory was counted
+    already, by the transaction that deferred it)."""
+    if trajectories:
+        into.trajectories += one.trajectories
+    into.unchanged += one.unchanged
+    into.rewritten += one.rewritten
+    into.rows += one.rows
+    into.statements += one.statements
+    into.deferred.extend(one.deferred)
 
 
 def _rows_to_write(g: GraphRows, kind: str) -> list[dict[str, Any]]:

@@ -272,3 +272,41 @@ def test_rows_passed_on_unembedded_are_not_stored_as_done_after_another_job_wrot
         cypher.EXISTING_HASH, uid=long.trajectory_uid, database_=db
     ).records[0]["content_hash"]
     assert stored == f"{long.content_hash}:unembedded"
+
+
+def test_transactions_are_bounded_and_big_trajectories_are_written_in_parts(
+    versions: dict[str, Any],
+    write_driver: neo4j.Driver,
+    neo4j_settings: Settings,
+    tenant: str,
+    shared_dir: Path,
+) -> None:
+    """A trajectory over the transaction bound is written in parts (one transaction for a
+    20,000-turn graph ran out of Neo4j's transaction memory), new ones are grouped up to the
+    bound, and both give the graph of a write in one transaction."""
+    db = neo4j_settings.neo4j.database
+    short, long = versions["short"], versions["long"]
+    assert short.count() > 50 and long.count() > short.count()
+    small = GraphWriter(write_driver, db, batch_size=7, max_transaction_rows=50)
+    first = small.write([short])
+    assert (first.trajectories, first.rewritten, first.unchanged) == (1, 0, 0)
+    assert first.statements > short.count() // 7  # one transaction per part
+    assert (graph_digest(write_driver, db, tenant), _labels(write_driver, db, tenant)) == versions[
+        "clean"
+    ]["short"]
+    again = small.write([short])
+    assert (again.unchanged, again.rewritten) == (1, 0)
+    grown = small.write([long])  # the old version's content goes first, the hash last
+    assert (grown.trajectories, grown.rewritten) == (1, 1)
+    assert (graph_digest(write_driver, db, tenant), _labels(write_driver, db, tenant)) == versions[
+        "clean"
+    ]["long"]
+    # several new trajectories, grouped under a bound that holds two of them per transaction
+    others = [_rows(shared_dir / LOG, f"{tenant}-g{n}") for n in range(3)]
+    grouped = GraphWriter(write_driver, db, max_transaction_rows=2 * long.count() + 1)
+    stats = grouped.write(others)
+    assert (stats.trajectories, stats.rewritten, stats.rows) == (3, 0, 3 * long.count())
+    for n in range(3):
+        scratch = f"{tenant}-g{n}"
+        assert _labels(write_driver, db, scratch) == versions["clean"]["long"][1]
+        governance.delete_tenant(write_driver, db, scratch)
