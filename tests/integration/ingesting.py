@@ -22,7 +22,11 @@ import neo4j
 
 from trajgraph.client import TrajGraph
 from trajgraph.graph import governance
+from trajgraph.graph.rows import GraphRows
 from trajgraph.jobs import ingest
+from trajgraph.pipelines.adapters import normalize, split_records
+from trajgraph.pipelines.adapters.base import Located
+from trajgraph.pipelines.transforms import ExtractTrajectoryFn
 from trajgraph.settings import Settings
 
 # A log: a file or folder, or the records of one (a dict, or a list of dicts) to write as JSONL.
@@ -106,3 +110,19 @@ def retries_log(trajectory_id: str) -> dict[str, Any]:
             {"idx": 3, "action": "pytest tests/test_api.py", "observation": "1 passed"},
         ],
     }
+
+
+def graph_rows_of(path: Path, tenant: str, turns: int | None = None) -> GraphRows:
+    """The heuristic extractor's GraphRows of a real log's first ``turns`` turns (all: None),
+    for tests that drive the writer directly (a shorter and a longer version of one log)."""
+    (real, *_) = [t for rec in split_records(str(path), path.read_bytes()) for t in normalize(rec)]
+    real["tenant"] = tenant
+    real["turns"] = real["turns"][:turns]
+    fn = ExtractTrajectoryFn("heuristic", 2048)
+    fn.setup()
+    try:
+        (rows,) = list(fn.process([Located(str(path), "record 1", real)]))
+    finally:
+        fn.teardown()
+    assert isinstance(rows, GraphRows)
+    return rows

@@ -20,6 +20,7 @@ from typing import Any
 import neo4j
 import pytest
 
+from tests.integration.ingesting import graph_rows_of
 from trajgraph.client import TrajGraph
 from trajgraph.errors import NotFoundError
 from trajgraph.graph import cypher, governance
@@ -27,28 +28,27 @@ from trajgraph.graph.connection import open_driver
 from trajgraph.graph.digest import graph_digest
 from trajgraph.graph.rows import GraphRows
 from trajgraph.graph.writer import GraphWriter
-from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.adapters.base import Located
-from trajgraph.pipelines.transforms import EmbedRowsFn, ExtractTrajectoryFn
+from trajgraph.pipelines.transforms import EmbedRowsFn
 from trajgraph.settings import Settings
 
 LOG = "swe-agent/pydicom__pydicom-1458.traj"
 ROUNDS = 12  # writes per writer: enough for the old code to fail every time it was tried
 
 
-def _rows(path: Path, tenant: str, turns: int | None = None) -> GraphRows:
-    """The heuristic extractor's GraphRows of the log's first ``turns`` turns (all: None)."""
-    (real, *_) = [t for rec in split_records(str(path), path.read_bytes()) for t in normalize(rec)]
-    real["tenant"] = tenant
-    real["turns"] = real["turns"][:turns]
-    fn = ExtractTrajectoryFn("heuristic", 2048)
-    fn.setup()
-    try:
-        (rows,) = list(fn.process([Located(str(path), "record 1", real)]))
-    finally:
-        fn.teardown()
-    assert isinstance(rows, GraphRows)
-    return rows
+def _rewriter(
+    driver: neo4j.Driver, db: str, versions: tuple[GraphRows, ...], done: threading.Event
+) -> Callable[[], None]:
+    """A job that writes the versions in turn, ROUNDS times, then sets ``done``."""
+
+    def rewrite() -> None:
+        w = GraphWriter(driver, db, batch_size=50)
+        try:
+            for i in range(ROUNDS):
+                w.write([versions[i % len(versions)]])
+        finally:
+            done.set()
+
+    return rewrite
 
 
 def _labels(driver: neo4j.Driver, db: str, tenant: str) -> dict[str, int]:
@@ -92,14 +92,14 @@ def versions(
     (written alone into a tenant of its own): digest and label counts."""
     db = neo4j_settings.neo4j.database
     path = shared_dir / LOG
-    full = _rows(path, tenant)
+    full = graph_rows_of(path, tenant)
     half = len(full.rows["turns"]) // 2
-    out: dict[str, Any] = {"short": _rows(path, tenant, half), "long": full}
+    out: dict[str, Any] = {"short": graph_rows_of(path, tenant, half), "long": full}
     clean = {}
     for name in ("short", "long"):
         scratch = f"{tenant}-{name}"
         turns = None if name == "long" else half
-        GraphWriter(write_driver, db).write([_rows(path, scratch, turns)])
+        GraphWriter(write_driver, db).write([graph_rows_of(path, scratch, turns)])
         clean[name] = (graph_digest(write_driver, db, scratch), _labels(write_driver, db, scratch))
         governance.delete_tenant(write_driver, db, scratch)
     out["clean"] = clean
@@ -164,13 +164,7 @@ def test_readers_see_a_whole_version_while_a_longer_one_replaces_it(
     seen: list[tuple[Any, int, int]] = []
     answers = 0
 
-    def rewrite() -> None:
-        w = GraphWriter(write_driver, db, batch_size=50)
-        try:
-            for i in range(ROUNDS):
-                w.write([long if i % 2 == 0 else short])
-        finally:
-            done.set()
+    rewrite = _rewriter(write_driver, db, (long, short), done)
 
     def count() -> None:
         while not done.is_set():
@@ -213,13 +207,7 @@ def test_a_delete_during_rewrites_leaves_the_trajectory_gone_or_whole(
     done = threading.Event()
     deleted = 0
 
-    def rewrite() -> None:
-        w = GraphWriter(write_driver, db, batch_size=50)
-        try:
-            for i in range(ROUNDS):
-                w.write([long if i % 2 == 0 else short])
-        finally:
-            done.set()
+    rewrite = _rewriter(write_driver, db, (long, short), done)
 
     def delete() -> None:
         nonlocal deleted
@@ -302,7 +290,7 @@ def test_transactions_are_bounded_and_big_trajectories_are_written_in_parts(
         "clean"
     ]["long"]
     # several new trajectories, grouped under a bound that holds two of them per transaction
-    others = [_rows(shared_dir / LOG, f"{tenant}-g{n}") for n in range(3)]
+    others = [graph_rows_of(shared_dir / LOG, f"{tenant}-g{n}") for n in range(3)]
     grouped = GraphWriter(write_driver, db, max_transaction_rows=2 * long.count() + 1)
     stats = grouped.write(others)
     assert (stats.trajectories, stats.rewritten, stats.rows) == (3, 0, 3 * long.count())

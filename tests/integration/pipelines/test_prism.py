@@ -29,16 +29,15 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tests.integration.ingesting import Ingest
+from tests.integration.ingesting import Ingest, graph_rows_of
 from tests.paths import REPO
 from trajgraph.graph import cypher, governance
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
 from trajgraph.pipelines import prism, stream
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.adapters.base import Located
 from trajgraph.pipelines.streaming import WriteNewestVersions
-from trajgraph.pipelines.transforms import ExtractTrajectoryFn, WriteGraphFn
+from trajgraph.pipelines.transforms import WriteGraphFn
 from trajgraph.settings import Settings
 
 
@@ -274,15 +273,15 @@ def test_the_stream_writes_each_trajectorys_newest_version_whatever_the_order(
     """Versions of a streamed trajectory may reach the write out of order (parallel
     extraction, a runner's splits): an older one arriving after a newer one is dropped."""
     path = shared_dir / "swe-agent" / "pydicom__pydicom-1458.traj"
-    newest = _rows_of(path, tenant, turns=6)
+    newest = graph_rows_of(path, tenant, turns=6)
     newest.version = 2
-    older = _rows_of(path, tenant, turns=3)
+    older = graph_rows_of(path, tenant, turns=3)
     older.version = 1
     clean = f"{tenant}-clean"
     db = neo4j_settings.neo4j.database
     options = PipelineOptions(_prism(prism_endpoint, "--experiments=prism_disable_sdf_split"))
     try:
-        _write_bundle(neo4j_settings.neo4j, _rows_of(path, clean, turns=6))
+        _write_bundle(neo4j_settings.neo4j, graph_rows_of(path, clean, turns=6))
         with beam.Pipeline(options=options) as p:
             _ = (
                 p
@@ -336,19 +335,6 @@ def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
     assert _graph(driver, db, tenant) == direct.graph
 
 
-def _rows_of(path: Path, tenant: str, turns: int | None = None) -> Any:
-    (real, *_) = [t for rec in split_records(str(path), path.read_bytes()) for t in normalize(rec)]
-    real["tenant"] = tenant
-    real["turns"] = real["turns"][:turns]
-    fn = ExtractTrajectoryFn("heuristic", 2048)
-    fn.setup()
-    try:
-        (rows,) = [o for o in fn.process([Located(str(path), "record 1", real)])]
-    finally:
-        fn.teardown()
-    return rows
-
-
 def _write_bundle(neo: Any, rows: Any) -> None:
     """One bundle through WriteGraphFn's lifecycle on a fresh instance, as a worker runs it."""
     fn = WriteGraphFn(neo, 50)  # small batches: the fault strikes inside the trajectory
@@ -371,12 +357,12 @@ def test_a_write_bundle_retried_after_a_half_write_converges(
     db = neo.database
     clean = f"{tenant}-clean"
     try:
-        _write_bundle(neo4j_settings.neo4j, _rows_of(path, clean))
-        rows = _rows_of(path, tenant)
+        _write_bundle(neo4j_settings.neo4j, graph_rows_of(path, clean))
+        rows = graph_rows_of(path, tenant)
         with pytest.raises(Exception, match="test fault"):
             _write_bundle(neo, rows)
         assert _graph(driver, db, tenant).labels == {}  # rolled back: nothing half-written
-        _write_bundle(neo, _rows_of(path, tenant))  # the retry: the same elements again
+        _write_bundle(neo, graph_rows_of(path, tenant))  # the retry: the same elements again
         assert _graph(driver, db, tenant) == _graph(driver, db, clean)
     finally:
         governance.delete_tenant(driver, db, clean)
