@@ -292,36 +292,30 @@ class HookEngine:
         return new
 
     def _write(self, rows: GraphRows, synced: Synced) -> None:
+        """Write what changed since this engine's last write, in one transaction under the
+        trajectory's lock (graph/cypher.py LOCK_TRAJECTORIES). The rows sent before are only
+        a base while the graph holds the hash this engine wrote: when another writer (a
+        batch ingest of the same session, another hook server) replaced the trajectory
+        since, or something sent before is no longer produced, it is rewritten whole."""
         current = {k: {_identity(k, r): r for r in rows.rows[k]} for k in ROW_KINDS}
-        rewrite = False
-        if not synced.content_hash:
-            stored = self._driver.execute_query(
-                cypher.EXISTING_HASH,
-                uid=rows.trajectory_uid,
-                database_=self._database,
-                routing_=neo4j.RoutingControl.READ,
-            ).records
-            if stored and stored[0]["content_hash"] == rows.content_hash:
-                synced.sent, synced.content_hash = current, rows.content_hash
-                return
-            rewrite = bool(stored)
-        elif any(not synced.sent.get(k, {}).keys() <= current[k].keys() for k in ROW_KINDS):
-            rewrite = True  # something written before is no longer produced
-        sent = {} if rewrite else synced.sent
-        todo = {
-            k: [r for key, r in current[k].items() if sent.get(k, {}).get(key) != r]
-            for k in ROW_KINDS
-        }
         uid = rows.trajectory_uid
         batch = self._batch
+        dropped = any(not synced.sent.get(k, {}).keys() <= current[k].keys() for k in ROW_KINDS)
 
         def work(tx: neo4j.ManagedTransaction) -> None:
-            if rewrite:
+            locked = tx.run(cypher.LOCK_TRAJECTORIES, uids=[uid]).single()
+            assert locked is not None  # MERGE returns the trajectory's row
+            stored, existed = locked["content_hash"], locked["existed"]
+            if stored == rows.content_hash:
+                return  # this version is there already
+            ours = bool(synced.content_hash) and stored == synced.content_hash and not dropped
+            if existed and not ours:
                 tx.run(cypher.DELETE_TRAJECTORY_CONTENT, uids=[uid]).consume()
+            sent = synced.sent if ours else {}
             for kind in ROW_KINDS:
-                chunk_rows = todo[kind]
-                for start in range(0, len(chunk_rows), batch):
-                    tx.run(STATEMENTS[kind], rows=chunk_rows[start : start + batch]).consume()
+                todo = [r for key, r in current[kind].items() if sent.get(kind, {}).get(key) != r]
+                for start in range(0, len(todo), batch):
+                    tx.run(STATEMENTS[kind], rows=todo[start : start + batch]).consume()
 
         with self._driver.session(database=self._database) as session:
             session.execute_write(work)

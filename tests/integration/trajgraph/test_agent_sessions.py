@@ -166,6 +166,54 @@ def test_hook_incremental_writes_equal_a_batch_ingest(
     )
 
 
+def test_hook_rewrites_whole_when_another_writer_replaced_the_session(
+    corpus: Path,
+    driver: Any,
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    """The hook sends only what changed since its last write. A batch ingest of the same
+    session in between (a nightly job reading the transcript folder) replaces what the hook
+    wrote: the hook's next write must then rewrite the trajectory whole, not add its delta to
+    the other version (a mix stored under the hook's hash, which every later ingest would
+    skip as unchanged)."""
+    source = corpus / "claude-code" / f"{A758}.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    calls = _calls(source)
+    at = [max(first, result_at) for first, result_at, _ in calls]
+    growing = tmp_path / "live" / f"{A758}.jsonl"
+    growing.parent.mkdir()
+    db = neo4j_settings.neo4j.database
+    engine = HookEngine(driver, database=db)
+
+    def hook_sees(upto: int) -> None:
+        growing.write_bytes(b"".join(lines[:upto]))
+        engine.post_tool_use(
+            tenant=tenant, transcript_path=str(growing), tool_use_id=None, wait_s=0
+        )
+
+    try:
+        hook_sees(at[5])
+        other = tmp_path / "nightly" / f"{A758}.jsonl"
+        other.parent.mkdir()
+        other.write_bytes(b"".join(lines[: at[12]]))  # a longer version, by another writer
+        assert ingested(other, args=NO_MODELS, tenant=tenant).summary.dead_lettered == 0
+        assert _turns_in_graph(driver, tenant) == {A758: 13}
+        hook_sees(at[8])  # the hook's own next version
+    finally:
+        engine.close()
+    assert _turns_in_graph(driver, tenant) == {A758: 9}
+    alone = tmp_path / "alone" / f"{A758}.jsonl"
+    alone.parent.mkdir()
+    alone.write_bytes(b"".join(lines[: at[8]]))
+    clean = ingested(alone, args=NO_MODELS)
+    assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
+        driver, db, clean.tenant, A758
+    )
+
+
 @pytest.fixture
 def hook_env(neo4j_settings: Settings, tmp_path: Path) -> Iterator[dict[str, str]]:
     env = child_env(neo4j_settings, TRAJGRAPH_HOOK_DIR=str(tmp_path / "hook"), PYTHONPATH=str(REPO))
