@@ -120,6 +120,21 @@ def _calls(path: Path) -> list[tuple[int, int, dict[str, Any]]]:
     return [(n, results.get(p["id"], 0), p) for n, _, p in out]
 
 
+def _as_ingested_alone(
+    ingested: Ingest, driver: Any, db: str, tenant: str, lines: list[bytes], folder: Path
+) -> None:
+    """The session's graph in ``tenant`` is what an ingest of these transcript lines alone,
+    into a fresh tenant, builds."""
+    folder.mkdir()
+    path = folder / f"{A758}.jsonl"
+    path.write_bytes(b"".join(lines))
+    clean = ingested(path, args=NO_MODELS)
+    assert clean.summary.dead_lettered == 0
+    assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
+        driver, db, clean.tenant, A758
+    )
+
+
 def test_hook_incremental_writes_equal_a_batch_ingest(
     corpus: Path,
     driver: Any,
@@ -156,14 +171,7 @@ def test_hook_incremental_writes_equal_a_batch_ingest(
         engine.close()
     assert _turns_in_graph(driver, tenant) == {A758: 18}
 
-    prefix = tmp_path / "batch" / f"{A758}.jsonl"
-    prefix.parent.mkdir()
-    prefix.write_bytes(b"".join(lines[:upto]))
-    batch = ingested(prefix, args=NO_MODELS)
-    assert batch.summary.dead_lettered == 0
-    assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
-        driver, db, batch.tenant, A758
-    )
+    _as_ingested_alone(ingested, driver, db, tenant, lines[:upto], tmp_path / "batch")
 
 
 def test_hook_rewrites_whole_when_another_writer_replaced_the_session(
@@ -205,13 +213,7 @@ def test_hook_rewrites_whole_when_another_writer_replaced_the_session(
     finally:
         engine.close()
     assert _turns_in_graph(driver, tenant) == {A758: 9}
-    alone = tmp_path / "alone" / f"{A758}.jsonl"
-    alone.parent.mkdir()
-    alone.write_bytes(b"".join(lines[: at[8]]))
-    clean = ingested(alone, args=NO_MODELS)
-    assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
-        driver, db, clean.tenant, A758
-    )
+    _as_ingested_alone(ingested, driver, db, tenant, lines[: at[8]], tmp_path / "alone")
 
 
 @pytest.fixture
