@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,10 +245,7 @@ class GraphWriter:
                 begun["unchanged"] = True
                 return
             begun["existed"] = locked["existed"]
-            uids = [g.trajectory_uid]
-            begun["signatures"] = _uids(tx, cypher.SIGNATURES_OF_TRAJECTORIES, uids)
-            begun["identifiers"] = _uids(tx, cypher.IDENTIFIERS_OF_TRAJECTORIES, uids)
-            tx.run(cypher.DELETE_TRAJECTORY_CONTENT, uids=uids).consume()
+            begun["orphans"] = _clear(tx, [g.trajectory_uid])
 
         self._in_transaction(begin)
         stats.statements += 1
@@ -256,23 +253,7 @@ class GraphWriter:
             stats.unchanged = 1
             return stats
         stats.rewritten = int(bool(begun["existed"]))
-        parts: list[tuple[str, dict[str, Any]]] = []
-        for kind in ROW_KINDS:
-            rows = _rows_to_write(g, kind)
-            if kind in SHARED_ORDER:
-                rows = sorted(rows, key=SHARED_ORDER[kind])
-            for start in range(0, len(rows), self._batch_size):
-                chunk = rows[start : start + self._batch_size]
-                parts.append((STATEMENTS[kind], {"rows": chunk}))
-                if kind != "complete":
-                    stats.rows += len(chunk)
-        for statement, orphans in (
-            (cypher.DELETE_ORPHAN_IDENTIFIERS, begun["identifiers"]),
-            (cypher.DELETE_ORPHAN_SIGNATURES, begun["signatures"]),
-        ):
-            for start in range(0, len(orphans), self._batch_size):
-                parts.append((statement, {"uids": orphans[start : start + self._batch_size]}))
-        for statement, params in parts:
+        for statement, params, rows in self._statements([g], begun["orphans"]):
 
             def part(
                 tx: neo4j.ManagedTransaction,
@@ -284,9 +265,31 @@ class GraphWriter:
 
             self._in_transaction(part)
             stats.statements += 1
+            stats.rows += rows
             if self._test_fault and stats.statements >= TEST_FAULT_AFTER_STATEMENTS:
                 _strike_once(self._test_fault, stats.statements)
         return stats
+
+    def _statements(
+        self, todo: list[GraphRows], orphans: tuple[list[str], list[str]]
+    ) -> Iterator[tuple[str, dict[str, Any], int]]:
+        """(statement, parameters, rows written) of writing ``todo``'s content in
+        ``batch_size`` chunks, then of removing the ``orphans`` (identifier uids, signature
+        uids) that only the old content used, if nothing links to them now."""
+        for kind in ROW_KINDS:
+            rows = [row for g in todo for row in _rows_to_write(g, kind)]
+            if kind in SHARED_ORDER:
+                rows.sort(key=SHARED_ORDER[kind])  # shared nodes locked in one order too
+            for start in range(0, len(rows), self._batch_size):
+                chunk = rows[start : start + self._batch_size]
+                yield STATEMENTS[kind], {"rows": chunk}, 0 if kind == "complete" else len(chunk)
+        identifiers, signatures = orphans
+        for statement, uids in (
+            (cypher.DELETE_ORPHAN_IDENTIFIERS, identifiers),
+            (cypher.DELETE_ORPHAN_SIGNATURES, signatures),
+        ):
+            for start in range(0, len(uids), self._batch_size):
+                yield statement, {"uids": uids[start : start + self._batch_size]}, 0
 
     def _in_transaction(self, work: Any) -> None:
         with (
@@ -325,47 +328,17 @@ class GraphWriter:
             else:
                 stats.rewritten += int(existed)
                 todo.append(g)
-        clear = [g.trajectory_uid for g in todo]
-        signatures: list[str] = []
-        identifiers: list[str] = []
-        if clear:
-            # Old content goes first, also under a trajectory node made just now: content a
-            # `trajgraph delete` running at the same time left behind must not mix with the
-            # new version (index seeks: nothing to find costs next to nothing). Signatures and
-            # identifiers are shared by the tenant's trajectories: the ones only the old
-            # content used go once the new content is written.
-            signatures = _uids(tx, cypher.SIGNATURES_OF_TRAJECTORIES, clear)
-            identifiers = _uids(tx, cypher.IDENTIFIERS_OF_TRAJECTORIES, clear)
-            self._run(tx, cypher.DELETE_TRAJECTORY_CONTENT, {"uids": clear}, stats)
-        for kind in ROW_KINDS:
-            rows = [row for g in todo for row in _rows_to_write(g, kind)]
-            if kind in SHARED_ORDER:
-                rows.sort(key=SHARED_ORDER[kind])  # shared nodes locked in one order too
-            for start in range(0, len(rows), self._batch_size):
-                chunk = rows[start : start + self._batch_size]
-                self._run(tx, STATEMENTS[kind], {"rows": chunk}, stats)
-                if kind != "complete":
-                    stats.rows += len(chunk)
-                if self._test_fault and stats.statements >= TEST_FAULT_AFTER_STATEMENTS:
-                    _strike_once(self._test_fault, stats.statements)
-        for statement, orphans in (
-            (cypher.DELETE_ORPHAN_IDENTIFIERS, identifiers),
-            (cypher.DELETE_ORPHAN_SIGNATURES, signatures),
-        ):
-            for start in range(0, len(orphans), self._batch_size):
-                chunk_uids = orphans[start : start + self._batch_size]
-                self._run(tx, statement, {"uids": chunk_uids}, stats)
+        orphans: tuple[list[str], list[str]] = ([], [])
+        if todo:
+            orphans = _clear(tx, [g.trajectory_uid for g in todo])
+            stats.statements += 1
+        for statement, params, rows in self._statements(todo, orphans):
+            tx.run(statement, params).consume()
+            stats.statements += 1
+            stats.rows += rows
+            if self._test_fault and stats.statements >= TEST_FAULT_AFTER_STATEMENTS:
+                _strike_once(self._test_fault, stats.statements)
         return stats
-
-    def _run(
-        self,
-        tx: neo4j.ManagedTransaction,
-        statement: str,
-        params: dict[str, Any],
-        stats: WriteStats,
-    ) -> None:
-        tx.run(statement, params).consume()
-        stats.statements += 1
 
 
 def _add(into: WriteStats, one: WriteStats, *, trajectories: bool = True) -> None:
@@ -394,6 +367,18 @@ SHARED_ORDER: dict[str, Any] = {
     "objects": lambda row: row["identifier_uid"],
     "signatures": lambda row: row["uid"],
 }
+
+
+def _clear(tx: neo4j.ManagedTransaction, trajectory_uids: list[str]) -> tuple[list[str], list[str]]:
+    """Delete the trajectories' old content, also under a trajectory node made just now
+    (content a `trajgraph delete` running at the same time left behind must not mix with the
+    new version; index seeks: nothing to find costs next to nothing). Returns the identifier
+    and signature uids it used: shared by the tenant's trajectories, the ones only the old
+    content used go once the new content is written."""
+    identifiers = _uids(tx, cypher.IDENTIFIERS_OF_TRAJECTORIES, trajectory_uids)
+    signatures = _uids(tx, cypher.SIGNATURES_OF_TRAJECTORIES, trajectory_uids)
+    tx.run(cypher.DELETE_TRAJECTORY_CONTENT, uids=trajectory_uids).consume()
+    return identifiers, signatures
 
 
 def _uids(tx: neo4j.ManagedTransaction, statement: str, trajectory_uids: list[str]) -> list[str]:
