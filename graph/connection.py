@@ -10,14 +10,16 @@ cause. Above this module only the retrieval engine's read-only Cypher tool looks
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import neo4j
 from neo4j.exceptions import (
     AuthError,
+    ClientError,
     ConfigurationError,
     DriverError,
     Neo4jError,
@@ -66,6 +68,45 @@ def graph_errors(doing: str) -> Iterator[None]:
         raise GraphError(f"{doing} failed: Neo4j is unreachable or was lost: {e}") from e
     except DriverError as e:
         raise GraphError(f"{doing} failed: {type(e).__name__}: {e}") from e
+
+
+T = TypeVar("T")
+
+# Neo4j's error for a statement that found a node (an index seek takes no lock) and then,
+# waiting for the node's lock to link to it or write it, found it deleted by the transaction
+# that held the lock: "Unable to load NODE ...".
+DELETED_WHILE_WAITING = "Neo.ClientError.Statement.EntityNotFound"
+# Re-runs of a write transaction on that conflict (write_transaction): each needs another
+# delete of a node the write uses to commit while the write waits for it.
+DELETED_WHILE_WAITING_RERUNS = 3
+
+
+def write_transaction(
+    driver: neo4j.Driver, database: str, work: Callable[[neo4j.ManagedTransaction], T]
+) -> T:
+    """Run ``work`` in a managed write transaction: the driver retries it on transient errors
+    (deadlocks, a lost connection), the one retry layer for those.
+
+    One consistency conflict is re-run here as well, because Neo4j reports it as a client
+    error the driver does not retry: a write that found a shared node (an ``Identifier`` or
+    ``Signature`` other trajectories use) and waits for its lock while a delete holds it
+    (``trajgraph delete`` or another write removing it as an orphan, DELETE_ORPHAN_*), fails
+    with EntityNotFound when that delete commits. Rolled back and run again, the write reads
+    the graph after the delete and creates the node anew: it ends written whole, as when it
+    had come after the delete (the last writer wins), instead of failing the run. Narrow (this
+    one code) and bounded (DELETED_WHILE_WAITING_RERUNS): ``work`` must be safe to run again,
+    as the driver's own retries require anyway."""
+    log = logging.getLogger(__name__)
+    attempt = 0
+    while True:
+        try:
+            with driver.session(database=database) as session:
+                return session.execute_write(work)
+        except ClientError as e:
+            if e.code != DELETED_WHILE_WAITING or attempt >= DELETED_WHILE_WAITING_RERUNS:
+                raise
+            attempt += 1
+            log.info("a node this write waited for was deleted meanwhile; running it again")
 
 
 def open_driver(

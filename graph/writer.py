@@ -29,7 +29,7 @@ import neo4j
 
 from trajgraph.errors import ConfigError, EmbedderMismatchError, GraphError
 from trajgraph.graph import cypher
-from trajgraph.graph.connection import graph_errors
+from trajgraph.graph.connection import graph_errors, write_transaction
 from trajgraph.graph.rows import ROW_KINDS, GraphRows
 
 STATEMENTS: dict[str, str] = {
@@ -292,11 +292,8 @@ class GraphWriter:
                 yield statement, {"uids": uids[start : start + self._batch_size]}, 0
 
     def _in_transaction(self, work: Any) -> None:
-        with (
-            graph_errors("a batch write"),
-            self._driver.session(database=self._database) as session,
-        ):
-            session.execute_write(work)
+        with graph_errors("a batch write"):
+            write_transaction(self._driver, self._database, work)
 
     def _transaction(self, batch: list[GraphRows], *, rewrite: bool) -> WriteStats:
         result = WriteStats()

@@ -38,6 +38,7 @@ from trajgraph.errors import ConfigError, InputError, NotFoundError
 from trajgraph.extractors import get_extractor
 from trajgraph.extractors.merge import merge
 from trajgraph.graph import cypher
+from trajgraph.graph.connection import write_transaction
 from trajgraph.graph.embedders import HashEmbedder
 from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
 from trajgraph.graph.writer import STATEMENTS
@@ -317,8 +318,7 @@ class HookEngine:
                 for start in range(0, len(todo), batch):
                     tx.run(STATEMENTS[kind], rows=todo[start : start + batch]).consume()
 
-        with self._driver.session(database=self._database) as session:
-            session.execute_write(work)
+        write_transaction(self._driver, self._database, work)
         synced.sent, synced.content_hash = current, rows.content_hash
 
     # -- reminding ---------------------------------------------------------------------------
