@@ -245,7 +245,7 @@ class GraphWriter:
                 begun["unchanged"] = True
                 return
             begun["existed"] = locked["existed"]
-            begun["orphans"] = _clear(tx, [g.trajectory_uid])
+            begun["orphans"] = clear_content(tx, [g.trajectory_uid])
 
         self._in_transaction(begin)
         stats.statements += 1
@@ -283,13 +283,8 @@ class GraphWriter:
             for start in range(0, len(rows), self._batch_size):
                 chunk = rows[start : start + self._batch_size]
                 yield STATEMENTS[kind], {"rows": chunk}, 0 if kind == "complete" else len(chunk)
-        identifiers, signatures = orphans
-        for statement, uids in (
-            (cypher.DELETE_ORPHAN_IDENTIFIERS, identifiers),
-            (cypher.DELETE_ORPHAN_SIGNATURES, signatures),
-        ):
-            for start in range(0, len(uids), self._batch_size):
-                yield statement, {"uids": uids[start : start + self._batch_size]}, 0
+        for statement, params in orphan_deletes(orphans, self._batch_size):
+            yield statement, params, 0
 
     def _in_transaction(self, work: Any) -> None:
         with graph_errors("a batch write"):
@@ -327,7 +322,7 @@ class GraphWriter:
                 todo.append(g)
         orphans: tuple[list[str], list[str]] = ([], [])
         if todo:
-            orphans = _clear(tx, [g.trajectory_uid for g in todo])
+            orphans = clear_content(tx, [g.trajectory_uid for g in todo])
             stats.statements += 1
         for statement, params, rows in self._statements(todo, orphans):
             tx.run(statement, params).consume()
@@ -366,16 +361,33 @@ SHARED_ORDER: dict[str, Any] = {
 }
 
 
-def _clear(tx: neo4j.ManagedTransaction, trajectory_uids: list[str]) -> tuple[list[str], list[str]]:
+def clear_content(
+    tx: neo4j.ManagedTransaction, trajectory_uids: list[str]
+) -> tuple[list[str], list[str]]:
     """Delete the trajectories' old content, also under a trajectory node made just now
     (content a `trajgraph delete` running at the same time left behind must not mix with the
     new version; index seeks: nothing to find costs next to nothing). Returns the identifier
     and signature uids it used: shared by the tenant's trajectories, the ones only the old
-    content used go once the new content is written."""
+    content used go once the new content is written (``orphan_deletes``)."""
     identifiers = _uids(tx, cypher.IDENTIFIERS_OF_TRAJECTORIES, trajectory_uids)
     signatures = _uids(tx, cypher.SIGNATURES_OF_TRAJECTORIES, trajectory_uids)
     tx.run(cypher.DELETE_TRAJECTORY_CONTENT, uids=trajectory_uids).consume()
     return identifiers, signatures
+
+
+def orphan_deletes(
+    orphans: tuple[list[str], list[str]], batch_size: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(statement, parameters) that remove the ``orphans`` (identifier uids, signature uids,
+    sorted, from ``clear_content``) nothing links to any more, ``batch_size`` at a time: run
+    after the new content, in the same transaction."""
+    identifiers, signatures = orphans
+    for statement, uids in (
+        (cypher.DELETE_ORPHAN_IDENTIFIERS, identifiers),
+        (cypher.DELETE_ORPHAN_SIGNATURES, signatures),
+    ):
+        for start in range(0, len(uids), batch_size):
+            yield statement, {"uids": uids[start : start + batch_size]}
 
 
 def _uids(tx: neo4j.ManagedTransaction, statement: str, trajectory_uids: list[str]) -> list[str]:

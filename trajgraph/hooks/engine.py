@@ -41,7 +41,7 @@ from trajgraph.graph import cypher
 from trajgraph.graph.connection import write_transaction
 from trajgraph.graph.embedders import HashEmbedder
 from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
-from trajgraph.graph.writer import STATEMENTS
+from trajgraph.graph.writer import STATEMENTS, clear_content, orphan_deletes
 from trajgraph.pipelines.adapters.claude_code import (
     Line,
     Lines,
@@ -310,13 +310,16 @@ class HookEngine:
             if stored == rows.content_hash:
                 return  # this version is there already
             ours = bool(synced.content_hash) and stored == synced.content_hash and not dropped
-            if existed and not ours:
-                tx.run(cypher.DELETE_TRAJECTORY_CONTENT, uids=[uid]).consume()
+            orphans: tuple[list[str], list[str]] = ([], [])
+            if existed and not ours:  # as an ingest rewrites it (graph/writer.py)
+                orphans = clear_content(tx, [uid])
             sent = synced.sent if ours else {}
             for kind in ROW_KINDS:
                 todo = [r for key, r in current[kind].items() if sent.get(kind, {}).get(key) != r]
                 for start in range(0, len(todo), batch):
                     tx.run(STATEMENTS[kind], rows=todo[start : start + batch]).consume()
+            for statement, params in orphan_deletes(orphans, batch):
+                tx.run(statement, params).consume()
 
         write_transaction(self._driver, self._database, work)
         synced.sent, synced.content_hash = current, rows.content_hash

@@ -23,7 +23,7 @@ from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.integration.servers import child_env
 from tests.paths import AGENT_SESSIONS as CORPUS
 from tests.paths import REPO
-from trajgraph.graph import governance, ids
+from trajgraph.graph import cypher, governance, ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.hooks.engine import HookEngine
 from trajgraph.hooks.server import alive
@@ -124,7 +124,8 @@ def _as_ingested_alone(
     ingested: Ingest, driver: Any, db: str, tenant: str, lines: list[bytes], folder: Path
 ) -> None:
     """The session's graph in ``tenant`` is what an ingest of these transcript lines alone,
-    into a fresh tenant, builds."""
+    into a fresh tenant, builds, down to the tenant's shared nodes: no identifier or failure
+    signature left over that only an earlier version used."""
     folder.mkdir()
     path = folder / f"{A758}.jsonl"
     path.write_bytes(b"".join(lines))
@@ -133,6 +134,12 @@ def _as_ingested_alone(
     assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(
         driver, db, clean.tenant, A758
     )
+    assert _labels(driver, db, tenant) == _labels(driver, db, clean.tenant)
+
+
+def _labels(driver: Any, db: str, tenant: str) -> dict[str, int]:
+    records = driver.execute_query(cypher.COUNT_TENANT_BY_LABEL, tenant=tenant, database_=db)
+    return {r["label"]: r["n"] for r in records.records}
 
 
 def test_hook_incremental_writes_equal_a_batch_ingest(
