@@ -676,6 +676,62 @@ DETACH DELETE n
 RETURN count(*) AS n
 """
 
+# -- integrity: what older releases or interrupted writes left in a tenant (`trajgraph check`)
+
+# Identifiers and signatures nothing links to: earlier versions of trajgraph replaced a
+# trajectory's content without removing the ones only the old version used (ingests, then
+# the Claude Code hook's whole rewrites). Read in pages of $batch in uid order (the uid
+# constraint's index gives the order, so paging is one pass), then removed with
+# DELETE_ORPHAN_*, which checks again under each node's lock.
+ORPHAN_IDENTIFIERS_PAGE = """
+MATCH (i:Identifier)
+WHERE i.uid > $after AND i.tenant = $tenant AND NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
+RETURN i.uid AS uid
+ORDER BY uid LIMIT $batch
+"""
+
+ORPHAN_SIGNATURES_PAGE = """
+MATCH (g:Signature)
+WHERE g.uid > $after AND g.tenant = $tenant
+  AND NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
+RETURN g.uid AS uid
+ORDER BY uid LIMIT $batch
+"""
+
+COUNT_ORPHANS = """
+CALL () {
+  MATCH (i:Identifier {tenant: $tenant})
+  WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
+  RETURN count(i) AS identifiers
+}
+CALL () {
+  MATCH (g:Signature {tenant: $tenant})
+  WHERE NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
+  RETURN count(g) AS signatures
+}
+RETURN identifiers, signatures
+"""
+
+# Trajectories without their hash: written in parts by a run that died half-way (the next
+# ingest of the log rewrites them), or being written in parts right now.
+UNHASHED_TRAJECTORIES = """
+MATCH (t:Trajectory {tenant: $tenant})
+WHERE t.content_hash IS NULL
+RETURN t.id AS id
+ORDER BY id
+"""
+
+# Turns and states without a vector, and how many trajectories they are in: ingested with
+# `--embedder none`, written by the Claude Code hook, or by a run whose embedding failed.
+UNEMBEDDED_NODES = """
+CALL () {
+  MATCH (n:Turn {tenant: $tenant}) WHERE n.embedding IS NULL RETURN n
+  UNION ALL
+  MATCH (n:State {tenant: $tenant}) WHERE n.embedding IS NULL RETURN n
+}
+RETURN count(n) AS nodes, count(DISTINCT n.trajectory_uid) AS trajectories
+"""
+
 COUNT_TENANT = "MATCH (n {tenant: $tenant}) RETURN count(n) AS n"
 
 TENANT_TRAJECTORY_IDS = "MATCH (t:Trajectory {tenant: $tenant}) RETURN t.id AS id ORDER BY id"

@@ -30,6 +30,8 @@ commands:
   digest [ID]            a stable content hash of one trajectory, a tenant or the database
   delete                 --trajectory ID | --source PATH | --all --yes (within --tenant)
   reembed                make every stored vector again with the configured embedder
+  check                  orphan identifiers/signatures, unhashed trajectories, nodes
+                         without vectors (within --tenant); --yes removes the orphans
   brief ID               a compact digest of a trajectory within a token budget
   remind ID "ACTION"     a reminder grounded in the graph before an action, or silence
   lessons "ERROR"        other runs that hit the same failure and what got past it
@@ -147,6 +149,15 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--all", action="store_true", help="every node of --tenant")
     de.add_argument("--tenant", default=None, help="default TRAJGRAPH_TENANT")
     de.add_argument("--yes", action="store_true", help="required with --all")
+
+    ck = sub.add_parser(
+        "check", help="what the tenant's graph holds that it should not; --yes removes orphans"
+    )
+    ck.add_argument("--tenant", default=None, help="default TRAJGRAPH_TENANT")
+    ck.add_argument(
+        "--yes", action="store_true", help="remove the orphan identifiers and signatures"
+    )
+    ck.add_argument("--json", action="store_true")
 
     dg = sub.add_parser("digest", help="a stable hash of a trajectory's (or the graph's) content")
     dg.add_argument("trajectory", nargs="?", help="one trajectory id; omit for the whole tenant")
@@ -385,6 +396,7 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         "remind": _remind,
         "lessons": _lessons,
         "delete": _delete,
+        "check": _check,
         "trajectories": _trajectories,
         "cypher": _cypher,
     }
@@ -523,6 +535,58 @@ def _delete(args: argparse.Namespace, tg: TrajGraph) -> int:
         f"deleted {n} {'trajectory' if n == 1 else 'trajectories'} ({done.nodes} nodes) from "
         f"tenant {tenant!r}: {', '.join(done.trajectories) or '-'}"
     )
+    return 0
+
+
+def _check(args: argparse.Namespace, tg: TrajGraph) -> int:
+    """Dry run by default: counts only. Exit 0 either way (problems found are not a failure of
+    the command; --json carries the counts for monitoring)."""
+    import dataclasses
+
+    from trajgraph.graph import integrity
+
+    tenant = args.tenant or tg.tenant
+    found = integrity.check(tg.driver, tg.database, tenant)
+    removed = None
+    if args.yes:
+        removed = integrity.remove_orphans(tg.driver, tg.database, tenant)
+    if args.json:
+        out = dataclasses.asdict(found)
+        if removed is not None:
+            out["removed"] = {"identifiers": removed[0], "signatures": removed[1]}
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"tenant {tenant!r}:")
+    print(f"  orphan identifiers: {found.orphan_identifiers} (no object links to them)")
+    print(
+        f"  orphan signatures: {found.orphan_signatures} "
+        "(no error state or resolution links to them)"
+    )
+    line = f"  trajectories without a content hash: {found.unhashed_trajectories}"
+    if found.unhashed_trajectories:
+        more = found.unhashed_trajectories - len(found.unhashed_ids)
+        line += " (unfinished writes; the next ingest of their logs rewrites them): " + ", ".join(
+            found.unhashed_ids
+        )
+        line += f", and {more} more" if more else ""
+    print(line)
+    if found.unembedded_nodes is None:
+        print("  turns and states without a vector: - (the graph holds no vectors)")
+    else:
+        print(
+            f"  turns and states without a vector: {found.unembedded_nodes} in "
+            f"{found.unembedded_trajectories} trajectories"
+            + (
+                " (an ingest of their logs with an embedder adds them)"
+                if found.unembedded_nodes
+                else ""
+            )
+        )
+    orphans = found.orphan_identifiers + found.orphan_signatures
+    if removed is not None:
+        print(f"removed {removed[0]} orphan identifiers and {removed[1]} orphan signatures")
+    elif orphans:
+        print(f"dry run: nothing removed; `trajgraph check --yes` removes the {orphans} orphans")
     return 0
 
 
