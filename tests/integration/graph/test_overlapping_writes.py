@@ -13,7 +13,6 @@ and a reader saw a trajectory without turns or without states half-way through a
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import neo4j
 import pytest
 
 from tests.integration.ingesting import graph_rows_of
+from tests.integration.races import while_held
 from trajgraph.client import TrajGraph
 from trajgraph.errors import NotFoundError
 from trajgraph.graph import cypher, governance
@@ -234,47 +234,6 @@ def test_a_delete_during_rewrites_leaves_the_trajectory_gone_or_whole(
     assert _labels(write_driver, db, tenant) == want_labels  # no identifier left over either
 
 
-# Transactions of this database waiting for a lock another one holds.
-BLOCKED = "SHOW TRANSACTIONS YIELD status WHERE status STARTS WITH 'Blocked' RETURN count(*) AS n"
-
-
-def _while_held(
-    driver: neo4j.Driver,
-    db: str,
-    held: list[tuple[str, dict[str, Any]]],
-    *jobs: Callable[[], object],
-) -> list[BaseException]:
-    """Run ``held`` in a transaction, start ``jobs`` on threads, wait until each waits for a
-    lock that transaction holds, commit; the exceptions the jobs raised. The race of writes
-    and a delete, made to happen every time."""
-    errors: list[BaseException] = []
-
-    def run(job: Callable[[], object]) -> None:
-        try:
-            job()
-        except BaseException as e:  # the test reports it
-            errors.append(e)
-
-    with driver.session(database=db) as session:
-        tx = session.begin_transaction()
-        for statement, params in held:
-            tx.run(statement, params).consume()
-        threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
-        for thread in threads:
-            thread.start()
-        blocked = 0
-        for _ in range(300):
-            blocked = driver.execute_query(BLOCKED, database_=db).records[0]["n"]
-            if blocked >= len(jobs) or not all(t.is_alive() for t in threads):
-                break
-            time.sleep(0.05)
-        tx.commit()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert blocked == len(jobs), f"{blocked} jobs waited for the held locks (raised: {errors})"
-    return errors
-
-
 def _deleted_without_orphans(
     driver: neo4j.Driver, db: str, uid: str
 ) -> tuple[list[str], list[str]]:
@@ -316,7 +275,7 @@ def test_a_write_waiting_for_a_node_a_delete_removes_writes_the_trajectory_whole
             else (cypher.DELETE_ORPHAN_SIGNATURES, {"uids": signatures})
         ]
 
-    errors = _while_held(
+    errors = while_held(
         write_driver, db, held, lambda: GraphWriter(write_driver, db).write([short])
     )
     assert not errors, errors
@@ -342,7 +301,7 @@ def test_two_writes_waiting_for_a_trajectory_a_delete_removes_leave_one_whole_ve
     def writer(rows: GraphRows) -> Callable[[], object]:
         return lambda: GraphWriter(write_driver, db, batch_size=20).write([rows])
 
-    errors = _while_held(write_driver, db, held, writer(short), writer(long))
+    errors = while_held(write_driver, db, held, writer(short), writer(long))
     assert not errors, errors
     stored = write_driver.execute_query(cypher.EXISTING_HASH, uid=uid, database_=db).records
     name = {short.content_hash: "short", long.content_hash: "long"}[stored[0]["content_hash"]]

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
+from tests.integration.races import while_held
 from tests.integration.servers import child_env
 from tests.paths import AGENT_SESSIONS as CORPUS
 from tests.paths import REPO
@@ -219,6 +220,47 @@ def test_hook_rewrites_whole_when_another_writer_replaced_the_session(
         hook_sees(at[8])  # the hook's own next version
     finally:
         engine.close()
+    assert _turns_in_graph(driver, tenant) == {A758: 9}
+    _as_ingested_alone(ingested, driver, db, tenant, lines[: at[8]], tmp_path / "alone")
+
+
+def test_hook_write_waiting_for_identifiers_a_delete_removes_writes_the_session_whole(
+    corpus: Path,
+    driver: Any,
+    neo4j_settings: Settings,
+    ingested: Ingest,
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    """`trajgraph delete` removed the session, and its orphan identifiers are being removed
+    while the hook writes the session's next version, which uses them: the hook's write
+    waits for them, and when the delete commits, it goes on and writes the session whole
+    (before, Neo4j's "Unable to load NODE" failed the hook's write)."""
+    source = corpus / "claude-code" / f"{A758}.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    at = [max(first, result_at) for first, result_at, _ in _calls(source)]
+    growing = tmp_path / "live" / f"{A758}.jsonl"
+    growing.parent.mkdir()
+    db = neo4j_settings.neo4j.database
+    engine = HookEngine(driver, database=db)
+
+    def hook_sees(upto: int) -> None:
+        growing.write_bytes(b"".join(lines[:upto]))
+        engine.post_tool_use(
+            tenant=tenant, transcript_path=str(growing), tool_use_id=None, wait_s=0
+        )
+
+    try:
+        hook_sees(at[5])
+        uid = ids.trajectory_uid(tenant, A758)
+        gone = driver.execute_query(
+            cypher.DELETE_TRAJECTORY_NODE, uid=uid, batch=governance.BATCH, database_=db
+        ).records[0]
+        held = [(cypher.DELETE_ORPHAN_IDENTIFIERS, {"uids": sorted(gone["identifiers"])})]
+        errors = while_held(driver, db, held, lambda: hook_sees(at[8]))
+    finally:
+        engine.close()
+    assert not errors, errors
     assert _turns_in_graph(driver, tenant) == {A758: 9}
     _as_ingested_alone(ingested, driver, db, tenant, lines[: at[8]], tmp_path / "alone")
 
