@@ -3,16 +3,30 @@
 //          turn nothing causes and run until nothing further (at most 12 hops; truncated says
 //          the chain goes on), the longest one per start turn and end turn, longest first,
 //          each step in causal (and so time) order.
-// params: tenant (string), trajectory (trajectory id), limit (int, rows to return)
+// params: tenant (string), trajectory (trajectory id), limit (int 1..1000, rows to return)
 // example: :param {tenant: 'default', trajectory: 'django__django-16255', limit: 5}
 MATCH (tr:Trajectory {tenant: $tenant, id: $trajectory})
 MATCH (a:Turn {trajectory_uid: tr.uid})
 WHERE NOT EXISTS { MATCH ()-[:CAUSES]->(a) }
-// The hop bound must be a literal; a chain longer than 12 hops is cut there.
+// The hop bound must be a literal; a chain longer than 12 hops is cut there. First only the
+// lengths (no path is built per row), then one path for each row kept.
 MATCH p = (a)-[:CAUSES*1..12]->(b)
 WHERE NOT EXISTS { MATCH (b)-[:CAUSES]->() } OR length(p) = 12
-WITH a, coalesce(b.idx, b.turn) AS end_turn, p ORDER BY length(p) DESC, [n IN nodes(p) | n.uid]
-WITH a, end_turn, collect(p)[0] AS p
+WITH a, coalesce(b.idx, b.turn) AS end_turn, max(length(p)) AS hops
+ORDER BY hops DESC, a.idx, end_turn
+LIMIT $limit
+CALL (a, end_turn, hops) {
+  MATCH p = (a)-[:CAUSES*1..12]->(b)
+  WHERE length(p) = hops AND coalesce(b.idx, b.turn) = end_turn
+    AND (NOT EXISTS { MATCH (b)-[:CAUSES]->() } OR hops = 12)
+  // Of equally long chains, the one with the earliest steps (then actions before states,
+  // then text): the same graph gives the same chain.
+  RETURN p
+  ORDER BY [n IN nodes(p) | [coalesce(n.idx, n.turn), CASE WHEN n:Turn THEN 0 ELSE 1 END,
+                             coalesce(n.text, n.action)]],
+           [n IN nodes(p) | n.uid]
+  LIMIT 1
+}
 WITH a, end_turn, p, last(nodes(p)) AS b
 RETURN length(p) AS hops,
        a.idx AS start_turn,
@@ -24,5 +38,4 @@ RETURN length(p) AS hops,
           text: CASE WHEN n:Turn THEN left(split(trim(n.action), '\n')[0], 120) ELSE left(n.text, 120) END
         }] AS chain,
        [r IN relationships(p) | r.reason] AS reasons
-ORDER BY hops DESC, start_turn, end_turn, [n IN nodes(p) | n.uid]
-LIMIT $limit
+ORDER BY hops DESC, start_turn, end_turn

@@ -48,8 +48,7 @@ class Param:
         if value is None:
             if not self.nullable:
                 raise ConfigError(
-                    f"query {query!r}: {self.name} cannot be null ({self.name}: "
-                    f"{self.description})"
+                    f"query {query!r}: {self.name} cannot be null ({self.name}: {self.description})"
                 )
             return
         if self.kind == "int":
