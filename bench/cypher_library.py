@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             params = example_params(driver, database, name)
             params.update(overrides.get(name, {}))
             params["tenant"] = args.tenant
-            runs = [("", None)]
+            runs: list[tuple[str, str | None]] = [("", None)]
             old = baseline_text(args.baseline, name) if args.baseline else None
             if old is not None and old != library.load(name).text:
                 runs = [(args.baseline, old), ("", None)]
