@@ -74,6 +74,20 @@ DB_TURNS = [
     ("docker compose up -d db", "exit code: 0"),  # 1
     (TEST, PASS),  # 2
 ]
+BROKE = "synthetic-broke-after-edit"  # a check that passed, then an edit broke it
+CHECK = "python app.py --check"
+BREAK = "sed -i 's/retries = 3/retries = x/' app.cfg"
+BROKEN = (
+    "Traceback (most recent call last):\n"
+    "ConfigParseError: retries must be an integer, got 'x'\nexit code: 1"
+)
+BROKE_TURNS = [
+    (CHECK, "checked app.cfg: ok\nexit code: 0"),  # 0: clean, and app.cfg is known
+    (BREAK, "exit code: 0"),  # 1: the edit that breaks it
+    ("cat app.cfg", "retries = x"),  # 2
+    (CHECK, BROKEN),  # 3: broken
+    (CHECK, BROKEN),  # 4: still broken
+]
 OTHER = "synthetic-other-tenant-only"  # in the other tenant only
 OTHER_TURNS = [
     (TEST, FAIL),  # 0: the same error, in the other tenant
@@ -134,12 +148,14 @@ def example_params(driver: neo4j.Driver, database: str, name: str) -> dict[str, 
 
 @pytest.fixture(scope="module")
 def lib(driver: neo4j.Driver, neo4j_settings: Settings, shared_dir: Path, ingested: Ingest) -> Lib:
-    synthetic = [_trajectory(i, t) for i, t in ((PORT, PORT_TURNS), (DB, DB_TURNS))]
+    synthetic = [
+        _trajectory(i, t) for i, t in ((PORT, PORT_TURNS), (DB, DB_TURNS), (BROKE, BROKE_TURNS))
+    ]
     run = ingested(shared_dir, synthetic, args=NO_MODELS)
     assert run.summary.dead_lettered == 0
-    assert run.summary.ingested == len(REAL_IDS) + 2
+    assert run.summary.ingested == len(REAL_IDS) + 3
     other = ingested([*synthetic, _trajectory(OTHER, OTHER_TURNS)], args=NO_MODELS)
-    assert other.summary.ingested == 3
+    assert other.summary.ingested == 4
     return Lib(driver, neo4j_settings.neo4j.database, run.tenant, other.tenant)
 
 
@@ -187,7 +203,7 @@ def _object_turns(lib: Lib, trajectory: str, name: str) -> list[int]:
 
 def case_trajectories(lib: Lib) -> None:
     rows = lib.run("trajectories")
-    assert [r["id"] for r in rows] == sorted(REAL_IDS | {PORT, DB})
+    assert [r["id"] for r in rows] == sorted(REAL_IDS | {PORT, DB, BROKE})
     port = _one(rows, id=PORT)
     assert (port["turns"], port["format"]) == (len(PORT_TURNS), "canonical")
     assert [r["id"] for r in lib.run("trajectories", trajectory=DB)] == [DB]
@@ -433,7 +449,7 @@ def case_files_touched(lib: Lib) -> None:
 
 def case_trajectory_summary(lib: Lib) -> None:
     rows = lib.run("trajectory_summary")  # every trajectory
-    assert [r["id"] for r in rows] == sorted(REAL_IDS | {PORT, DB})
+    assert [r["id"] for r in rows] == sorted(REAL_IDS | {PORT, DB, BROKE})
     for r in rows:
         assert sum(k["n"] for k in r["states_by_kind"]) == r["states"]
         assert r["current_states"] <= r["states"]
@@ -568,6 +584,23 @@ def case_resolutions(lib: Lib) -> None:
     assert lib.run("resolutions", signature="no such failure") == []
 
 
+def case_regressions(lib: Lib) -> None:
+    rows = lib.run("regressions")  # every trajectory of the tenant
+    # The real logs have none (a re-run of the same action that failed after running clean).
+    assert [(r["trajectory"], r["command"]) for r in rows] == [(BROKE, CHECK)]
+    row = rows[0]
+    assert (row["clean_at"], row["broke_at"], row["failed_turns"]) == (0, 3, [3, 4])
+    assert "exit_code: 1" in row["errors"]
+    assert any("retries must be an integer" in e for e in row["errors"])
+    assert row["edits_between"] == [{"turn": 1, "path": "app.cfg"}]
+    assert [s["turn"] for s in row["steps_between"]] == [1, 2]
+    assert row["steps_between"][0]["action"] == BREAK
+    # The graph blames the edit: the check's exit code changed after it.
+    assert {(b["turn"], b["path"]) for b in row["blamed_edits"]} == {(1, "app.cfg")}
+    assert all("app.cfg" in b["reason"] for b in row["blamed_edits"])
+    assert lib.run("regressions", trajectory=PORT) == []  # fixed, never broken after a pass
+
+
 CASES: dict[str, Callable[[Lib], None]] = {
     "trajectories": case_trajectories,
     "why_chain": case_why_chain,
@@ -584,6 +617,7 @@ CASES: dict[str, Callable[[Lib], None]] = {
     "longest_causal_chains": case_longest_causal_chains,
     "recurring_failures": case_recurring_failures,
     "resolutions": case_resolutions,
+    "regressions": case_regressions,
 }
 
 # -- the tests --------------------------------------------------------------------------------
@@ -698,6 +732,7 @@ ON_PORT: dict[str, dict[str, Any]] = {
     "longest_causal_chains": {"trajectory": PORT, "limit": 20},
     "recurring_failures": {"min_runs": 1},
     "resolutions": {"signature": SIGNATURE},
+    "regressions": {"trajectory": BROKE},
 }
 PER_RUN = {"recurring_errors_across_trajectories", "recurring_failures", "resolutions"}
 
