@@ -10,24 +10,23 @@
 // example: :param {tenant: 'default', trajectory: null}
 MATCH (tr:Trajectory {tenant: $tenant})
 WHERE $trajectory IS NULL OR tr.id = $trajectory
-MATCH (tr)-[:HAS_TURN]->(f:Turn)
-WHERE EXISTS {
-  MATCH (f)<-[:AT_TURN]-(e:State)
-  WHERE e.kind = 'error' OR (e.kind = 'exit_code' AND e.value <> '0')
-}
-WITH tr, f, trim(coalesce(f.action, '')) AS command
+// Each turn read once, grouped by its action: the runs of each action in turn order.
+MATCH (tr)-[:HAS_TURN]->(t:Turn)
+WITH tr, t, trim(coalesce(t.action, '')) AS command
 WHERE command <> ''
-MATCH (tr)-[:HAS_TURN]->(ok:Turn)
-WHERE ok.idx < f.idx
-  AND trim(coalesce(ok.action, '')) = command
-  AND NOT EXISTS {
-    MATCH (ok)<-[:AT_TURN]-(e:State)
-    WHERE e.kind = 'error' OR (e.kind = 'exit_code' AND e.value <> '0')
-  }
+WITH tr, t, command,
+     EXISTS {
+       MATCH (t)<-[:AT_TURN]-(e:State)
+       WHERE e.kind = 'error' OR (e.kind = 'exit_code' AND e.value <> '0')
+     } AS failed
+ORDER BY t.idx
+WITH tr, command, collect({turn: t.idx, failed: failed}) AS runs
+WHERE size(runs) > 1
 // The last clean run before each failure; failures after the same clean run form one row.
-WITH tr, command, f, max(ok.idx) AS clean_at
-ORDER BY f.idx
-WITH tr, command, clean_at, collect(f.idx) AS failed_turns
+UNWIND [r IN runs WHERE r.failed] AS f
+WITH tr, command, f.turn AS failed_at, [r IN runs WHERE NOT r.failed AND r.turn < f.turn | r.turn] AS clean
+WHERE size(clean) > 0
+WITH tr, command, clean[-1] AS clean_at, collect(failed_at) AS failed_turns
 WITH tr, command, clean_at, failed_turns, failed_turns[0] AS broke_at
 RETURN tr.id AS trajectory,
        left(split(command, '\n')[0], 200) AS command,
