@@ -8,25 +8,13 @@
 MATCH (tr:Trajectory {tenant: $tenant, id: $trajectory})
 MATCH (a:Turn {trajectory_uid: tr.uid})
 WHERE NOT EXISTS { MATCH ()-[:CAUSES]->(a) }
-// The hop bound must be a literal; a chain longer than 12 hops is cut there. First only the
-// lengths (no path is built per row), then one path for each row kept.
+// The hop bound must be a literal; a chain longer than 12 hops is cut there.
 MATCH p = (a)-[:CAUSES*1..12]->(b)
 WHERE NOT EXISTS { MATCH (b)-[:CAUSES]->() } OR length(p) = 12
-WITH a, coalesce(b.idx, b.turn) AS end_turn, max(length(p)) AS hops
-ORDER BY hops DESC, a.idx, end_turn
-LIMIT $limit
-CALL (a, end_turn, hops) {
-  MATCH p = (a)-[:CAUSES*1..12]->(b)
-  WHERE length(p) = hops AND coalesce(b.idx, b.turn) = end_turn
-    AND (NOT EXISTS { MATCH (b)-[:CAUSES]->() } OR hops = 12)
-  // Of equally long chains, the one with the earliest steps (then actions before states,
-  // then text): the same graph gives the same chain.
-  RETURN p
-  ORDER BY [n IN nodes(p) | [coalesce(n.idx, n.turn), CASE WHEN n:Turn THEN 0 ELSE 1 END,
-                             coalesce(n.text, n.action)]],
-           [n IN nodes(p) | n.uid]
-  LIMIT 1
-}
+// Of equally long chains the one first by uid: the same in every run on this graph, but not
+// across tenants (a uid hashes the tenant), and cheaper than comparing every path's text.
+WITH a, coalesce(b.idx, b.turn) AS end_turn, p ORDER BY length(p) DESC, [n IN nodes(p) | n.uid]
+WITH a, end_turn, collect(p)[0] AS p
 WITH a, end_turn, p, last(nodes(p)) AS b
 RETURN length(p) AS hops,
        a.idx AS start_turn,
@@ -38,4 +26,5 @@ RETURN length(p) AS hops,
           text: CASE WHEN n:Turn THEN left(split(trim(n.action), '\n')[0], 120) ELSE left(n.text, 120) END
         }] AS chain,
        [r IN relationships(p) | r.reason] AS reasons
-ORDER BY hops DESC, start_turn, end_turn
+ORDER BY hops DESC, start_turn, end_turn, [n IN nodes(p) | n.uid]
+LIMIT $limit
