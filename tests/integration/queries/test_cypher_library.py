@@ -25,6 +25,7 @@ import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
 from trajgraph import cli
+from trajgraph.errors import GraphError
 from trajgraph.queries import library
 from trajgraph.settings import Settings
 
@@ -923,3 +924,19 @@ def test_cli_refuses_bad_params_in_one_line(
     for word in names:
         assert word in err
     assert "Neo." not in err and "offset" not in err
+
+
+def test_a_query_over_its_time_limit_says_so(lib: Lib) -> None:
+    # Neo4j stops the transaction at the limit; the caller gets what happened and what to
+    # narrow, not Neo4j's termination message. (On a fast machine the query may finish
+    # inside 1 ms: then there is nothing to check.)
+    params = {"tenant": lib.tenant, "trajectory": None}
+    try:
+        rows = library.run(
+            lib.driver, "files_touched", params, database=lib.database, timeout_s=0.001
+        )
+    except GraphError as e:
+        assert str(e).startswith("query 'files_touched' took longer than its 0.001 s limit")
+        assert "narrow it" in str(e)
+    else:
+        assert rows
