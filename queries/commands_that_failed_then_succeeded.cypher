@@ -7,36 +7,34 @@
 // example: :param {tenant: 'default', trajectory: 'pydicom__pydicom-1458'}
 MATCH (tr:Trajectory {tenant: $tenant})
 WHERE $trajectory IS NULL OR tr.id = $trajectory
-MATCH (tr)-[:HAS_TURN]->(f:Turn)
-WHERE EXISTS {
-  MATCH (f)<-[:AT_TURN]-(e:State)
-  WHERE e.kind = 'error' OR (e.kind = 'exit_code' AND e.value <> '0')
-}
-WITH tr, f, split(trim(coalesce(f.action, '')), '\n')[0] AS command
+// Each turn read once, grouped by its command: the runs of each command in turn order.
+MATCH (tr)-[:HAS_TURN]->(t:Turn)
+WITH tr, t, split(trim(coalesce(t.action, '')), '\n')[0] AS command
 WHERE command <> ''
-MATCH (tr)-[:HAS_TURN]->(ok:Turn)
-WHERE ok.idx > f.idx
-  AND split(trim(coalesce(ok.action, '')), '\n')[0] = command
-  AND NOT EXISTS {
-    MATCH (ok)<-[:AT_TURN]-(e:State)
-    WHERE e.kind = 'error' OR (e.kind = 'exit_code' AND e.value <> '0')
-  }
+WITH tr, t, command,
+     EXISTS {
+       MATCH (t)<-[:AT_TURN]-(e:State)
+       WHERE e.kind = 'error' OR (e.kind = 'exit_code' AND e.value <> '0')
+     } AS failed
+ORDER BY t.idx
+WITH tr, command, collect({turn: t.idx, failed: failed}) AS runs
+WHERE size(runs) > 1
 // The first clean re-run after each failure; failures fixed by the same re-run form one row.
-WITH tr, command, f, min(ok.idx) AS succeeded_at
-ORDER BY f.idx
-WITH tr, command, succeeded_at, collect(f.idx) AS failed_turns
+UNWIND [r IN runs WHERE r.failed] AS f
+WITH tr, command, f.turn AS failed_at, [r IN runs WHERE NOT r.failed AND r.turn > f.turn | r.turn] AS clean
+WHERE size(clean) > 0
+WITH tr, command, clean[0] AS succeeded_at, collect(failed_at) AS failed_turns
 RETURN tr.id AS trajectory,
        left(command, 200) AS command,
        failed_turns,
        succeeded_at,
        COLLECT {
-         MATCH (tr)-[:HAS_TURN]->(x:Turn)<-[:AT_TURN]-(e:State)
-         WHERE x.idx = failed_turns[-1]
-           AND (e.kind = 'error' OR (e.kind = 'exit_code' AND e.value <> '0'))
+         MATCH (x:Turn {trajectory_uid: tr.uid, idx: failed_turns[-1]})<-[:AT_TURN]-(e:State)
+         WHERE (e.kind = 'error' OR (e.kind = 'exit_code' AND e.value <> '0'))
          RETURN e.kind + ': ' + e.value AS error ORDER BY error
        } AS last_errors,
        COLLECT {
-         MATCH (tr)-[:HAS_TURN]->(b:Turn)
+         MATCH (b:Turn {trajectory_uid: tr.uid})
          WHERE failed_turns[0] < b.idx < succeeded_at AND NOT b.idx IN failed_turns
          RETURN {turn: b.idx, action: left(split(trim(coalesce(b.action, '')), '\n')[0], 200)} AS step
          ORDER BY step.turn
@@ -47,8 +45,7 @@ RETURN tr.id AS trajectory,
          RETURN {turn: s.turn, path: s.subject} AS edit ORDER BY edit.turn, edit.path
        } AS edits_between,
        COLLECT {
-         MATCH (tr)-[:HAS_TURN]->(y:Turn)<-[:AT_TURN]-(s:State)
-         WHERE y.idx = succeeded_at
+         MATCH (y:Turn {trajectory_uid: tr.uid, idx: succeeded_at})<-[:AT_TURN]-(s:State)
          RETURN s.kind + ': ' + s.value AS shown ORDER BY shown
        } AS success_shows
 ORDER BY trajectory, failed_turns[0], command

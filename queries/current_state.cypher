@@ -30,4 +30,4 @@ RETURN s.subject AS subject,
        size(earlier) AS replaced,
        earlier[0].value AS previous_value,
        s.uid AS uid
-ORDER BY turn, subject, attribute, value
+ORDER BY turn, subject, attribute, value, uid

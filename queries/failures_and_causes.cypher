@@ -43,4 +43,4 @@ RETURN f.turn AS turn,
          RETURN {turn: later.turn, value: later.value} AS later ORDER BY later.turn, later.value
        } AS superseded_by,
        f.uid AS uid
-ORDER BY turn, kind, subject, value
+ORDER BY turn, kind, subject, value, uid

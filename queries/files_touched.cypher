@@ -7,18 +7,20 @@
 // example: :param {tenant: 'default', trajectory: 'django__django-16255'}
 MATCH (tr:Trajectory {tenant: $tenant})
 WHERE $trajectory IS NULL OR tr.id = $trajectory
+// The trajectory's edits and diff lines as [path, turn] pairs, read once (not per mention).
+WITH tr,
+     COLLECT {
+       MATCH (s:State {trajectory_uid: tr.uid}) WHERE s.kind = 'file_changed'
+       RETURN DISTINCT [s.subject, s.turn] AS at
+     } AS edits,
+     COLLECT {
+       MATCH (s:State {trajectory_uid: tr.uid}) WHERE s.kind IN ['line_added', 'line_removed']
+       RETURN DISTINCT [s.subject, s.turn] AS at
+     } AS diffs
 MATCH (o:Object {trajectory_uid: tr.uid})
 WHERE o.kind = 'path'
 MATCH (o)-[:MENTIONED_IN]->(t:Turn)
-WITH o, t,
-     EXISTS {
-       MATCH (s:State)-[:AT_TURN]->(t)
-       WHERE s.kind = 'file_changed' AND s.subject = o.name
-     } AS edited,
-     EXISTS {
-       MATCH (s:State)-[:AT_TURN]->(t)
-       WHERE s.kind IN ['line_added', 'line_removed'] AND s.subject = o.name
-     } AS diffed
+WITH o, t, [o.name, t.idx] IN edits AS edited, [o.name, t.idx] IN diffs AS diffed
 WITH o, t, CASE WHEN edited THEN 'edit' WHEN diffed THEN 'diff' ELSE 'read' END AS access
 ORDER BY t.idx
 WITH o, collect({turn: t.idx, access: access, action: left(split(trim(t.action), '\n')[0], 120)}) AS turns

@@ -22,4 +22,4 @@ RETURN o.trajectory_id AS trajectory,
          RETURN s.text AS text ORDER BY text
        } AS states,
        t.uid AS uid
-ORDER BY trajectory, turn
+ORDER BY trajectory, turn, object_kind, uid

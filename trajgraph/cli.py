@@ -180,7 +180,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="query parameter; VALUE is parsed as JSON when it can be",
+        help="query parameter, read as its header types it: null, an integer for an int "
+        "parameter, the text as is for a string one",
     )
     cy.add_argument("--tenant", default=None, help="$tenant (default TRAJGRAPH_TENANT)")
     cy.add_argument("--json", action="store_true")
@@ -590,17 +591,16 @@ def _check(args: argparse.Namespace, tg: TrajGraph) -> int:
     return 0
 
 
-def _parse_params(pairs: list[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
+def _parse_params(name: str, pairs: list[str]) -> dict[str, Any]:
+    from trajgraph.queries import library
+
+    raw: dict[str, str] = {}
     for pair in pairs:
-        key, sep, raw = pair.partition("=")
+        key, sep, text = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"--param needs KEY=VALUE, got {pair!r}")
-        try:
-            params[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            params[key] = raw
-    return params
+        raw[key] = text
+    return library.coerce_text_params(name, raw)
 
 
 def _purpose(name: str) -> str:
@@ -614,7 +614,7 @@ def _trajectories(args: argparse.Namespace, tg: TrajGraph) -> int:
 
 
 def _cypher(args: argparse.Namespace, tg: TrajGraph) -> int:
-    rows = tg.run_query(args.name, _parse_params(args.param), tenant=args.tenant)
+    rows = tg.run_query(args.name, _parse_params(args.name, args.param), tenant=args.tenant)
     return _print_rows(rows, args.json)
 
 

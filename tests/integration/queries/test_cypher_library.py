@@ -4,6 +4,11 @@ One module-scoped tenant holds the shared real logs plus two small synthetic tra
 with known answers (a test that fails twice, a config value changed twice, an edit, then a
 pass; and a second run with the same error). Every library file must have a case below: it
 runs with its documented example params (tenant swapped), then with specific params.
+
+A second tenant holds the same two synthetic runs under the same ids (so the same identifiers,
+signatures and error texts by value) and a third run of the same failure that only it has:
+the exact counts of the cases double as isolation checks, and the tests at the end check every
+query against the other tenant's ids and uids, its plan, and hostile parameters.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
 from trajgraph import cli
+from trajgraph.errors import GraphError
 from trajgraph.queries import library
 from trajgraph.settings import Settings
 
@@ -69,6 +75,26 @@ DB_TURNS = [
     ("docker compose up -d db", "exit code: 0"),  # 1
     (TEST, PASS),  # 2
 ]
+BROKE = "synthetic-broke-after-edit"  # a check that passed, then an edit broke it
+CHECK = "python app.py --check"
+BREAK = "sed -i 's/retries = 3/retries = x/' app.cfg"
+BROKEN = (
+    "Traceback (most recent call last):\n"
+    "ConfigParseError: retries must be an integer, got 'x'\nexit code: 1"
+)
+BROKE_TURNS = [
+    (CHECK, "checked app.cfg: ok\nexit code: 0"),  # 0: clean, and app.cfg is known
+    (BREAK, "exit code: 0"),  # 1: the edit that breaks it
+    ("cat app.cfg", "retries = x"),  # 2
+    (CHECK, BROKEN),  # 3: broken
+    (CHECK, BROKEN),  # 4: still broken
+]
+OTHER = "synthetic-other-tenant-only"  # in the other tenant only
+OTHER_TURNS = [
+    (TEST, FAIL),  # 0: the same error, in the other tenant
+    ("appctl restart db", "exit code: 0"),  # 1
+    (TEST, PASS),  # 2
+]
 
 
 def _trajectory(id_: str, turns: list[tuple[str, str]]) -> dict[str, Any]:
@@ -94,6 +120,7 @@ class Lib:
     driver: neo4j.Driver
     database: str
     tenant: str
+    other: str  # a second tenant: PORT and DB under the same ids, and OTHER
 
     def example(self, name: str) -> dict[str, Any]:
         """The file's documented example params, parsed by Neo4j itself, tenant swapped."""
@@ -122,11 +149,15 @@ def example_params(driver: neo4j.Driver, database: str, name: str) -> dict[str, 
 
 @pytest.fixture(scope="module")
 def lib(driver: neo4j.Driver, neo4j_settings: Settings, shared_dir: Path, ingested: Ingest) -> Lib:
-    synthetic = [_trajectory(i, t) for i, t in ((PORT, PORT_TURNS), (DB, DB_TURNS))]
+    synthetic = [
+        _trajectory(i, t) for i, t in ((PORT, PORT_TURNS), (DB, DB_TURNS), (BROKE, BROKE_TURNS))
+    ]
     run = ingested(shared_dir, synthetic, args=NO_MODELS)
     assert run.summary.dead_lettered == 0
-    assert run.summary.ingested == len(REAL_IDS) + 2
-    return Lib(driver, neo4j_settings.neo4j.database, run.tenant)
+    assert run.summary.ingested == len(REAL_IDS) + 3
+    other = ingested([*synthetic, _trajectory(OTHER, OTHER_TURNS)], args=NO_MODELS)
+    assert other.summary.ingested == 4
+    return Lib(driver, neo4j_settings.neo4j.database, run.tenant, other.tenant)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -173,7 +204,7 @@ def _object_turns(lib: Lib, trajectory: str, name: str) -> list[int]:
 
 def case_trajectories(lib: Lib) -> None:
     rows = lib.run("trajectories")
-    assert [r["id"] for r in rows] == sorted(REAL_IDS | {PORT, DB})
+    assert [r["id"] for r in rows] == sorted(REAL_IDS | {PORT, DB, BROKE})
     port = _one(rows, id=PORT)
     assert (port["turns"], port["format"]) == (len(PORT_TURNS), "canonical")
     assert [r["id"] for r in lib.run("trajectories", trajectory=DB)] == [DB]
@@ -419,7 +450,7 @@ def case_files_touched(lib: Lib) -> None:
 
 def case_trajectory_summary(lib: Lib) -> None:
     rows = lib.run("trajectory_summary")  # every trajectory
-    assert [r["id"] for r in rows] == sorted(REAL_IDS | {PORT, DB})
+    assert [r["id"] for r in rows] == sorted(REAL_IDS | {PORT, DB, BROKE})
     for r in rows:
         assert sum(k["n"] for k in r["states_by_kind"]) == r["states"]
         assert r["current_states"] <= r["states"]
@@ -554,6 +585,23 @@ def case_resolutions(lib: Lib) -> None:
     assert lib.run("resolutions", signature="no such failure") == []
 
 
+def case_regressions(lib: Lib) -> None:
+    rows = lib.run("regressions")  # every trajectory of the tenant
+    # The real logs have none (a re-run of the same action that failed after running clean).
+    assert [(r["trajectory"], r["command"]) for r in rows] == [(BROKE, CHECK)]
+    row = rows[0]
+    assert (row["clean_at"], row["broke_at"], row["failed_turns"]) == (0, 3, [3, 4])
+    assert "exit_code: 1" in row["errors"]
+    assert any("retries must be an integer" in e for e in row["errors"])
+    assert row["edits_between"] == [{"turn": 1, "path": "app.cfg"}]
+    assert [s["turn"] for s in row["steps_between"]] == [1, 2]
+    assert row["steps_between"][0]["action"] == BREAK
+    # The graph blames the edit: the check's exit code changed after it.
+    assert {(b["turn"], b["path"]) for b in row["blamed_edits"]} == {(1, "app.cfg")}
+    assert all("app.cfg" in b["reason"] for b in row["blamed_edits"])
+    assert lib.run("regressions", trajectory=PORT) == []  # fixed, never broken after a pass
+
+
 CASES: dict[str, Callable[[Lib], None]] = {
     "trajectories": case_trajectories,
     "why_chain": case_why_chain,
@@ -570,6 +618,7 @@ CASES: dict[str, Callable[[Lib], None]] = {
     "longest_causal_chains": case_longest_causal_chains,
     "recurring_failures": case_recurring_failures,
     "resolutions": case_resolutions,
+    "regressions": case_regressions,
 }
 
 # -- the tests --------------------------------------------------------------------------------
@@ -663,3 +712,231 @@ def test_cli_cypher_without_a_param_is_the_callers_error(
     for name in ("turn", "state", "depth"):
         assert name in err
     assert "--param" in err
+
+
+# -- tenants, plans and hostile parameters ----------------------------------------------------
+
+# Each query on PORT (or the tenant's runs), in either tenant: the same logs, the same answer.
+ON_PORT: dict[str, dict[str, Any]] = {
+    "trajectories": {"trajectory": PORT},
+    "why_chain": {"trajectory": PORT, "turn": 6, "state": None, "depth": 3},
+    "effects_of": {"trajectory": PORT, "turn": 1, "state": None, "depth": 3},
+    "current_state": {"trajectory": PORT, "kind": None},
+    "state_history": {"trajectory": PORT, "subject": TEST, "attribute": None},
+    "identifier_timeline": {"identifier": "conf/server.ini", "trajectory": PORT},
+    "failures_and_causes": {"trajectory": PORT},
+    "recurring_errors_across_trajectories": {"min_trajectories": 1},
+    "repeated_actions": {"trajectory": PORT},
+    "files_touched": {"trajectory": PORT},
+    "trajectory_summary": {"trajectory": PORT},
+    "commands_that_failed_then_succeeded": {"trajectory": PORT},
+    "longest_causal_chains": {"trajectory": PORT, "limit": 20},
+    "recurring_failures": {"min_runs": 1},
+    "resolutions": {"signature": SIGNATURE},
+    "regressions": {"trajectory": BROKE},
+}
+PER_RUN = {"recurring_errors_across_trajectories", "recurring_failures", "resolutions"}
+
+
+def _uids(lib: Lib, tenant: str) -> set[str]:
+    records, _, _ = lib.driver.execute_query(
+        "MATCH (n {tenant: $tenant}) WHERE n.uid IS NOT NULL RETURN n.uid AS uid",
+        tenant=tenant,
+        database_=lib.database,
+    )
+    return {r["uid"] for r in records}
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def _without_uids(value: Any) -> Any:
+    """Rows with the tenant-specific parts out: uids (hashes of the tenant) and sources."""
+    if isinstance(value, dict):
+        return {
+            k: _without_uids(v)
+            for k, v in value.items()
+            if k not in ("uid", "caused_by", "leads_to", "source")
+        }
+    if isinstance(value, list):
+        return [_without_uids(v) for v in value]
+    return value
+
+
+def _runs_of_the_shared_failure(name: str, rows: list[dict[str, Any]]) -> int:
+    if name == "resolutions":
+        return len(rows)
+    if name == "recurring_failures":
+        return int(_one(rows, signature=SIGNATURE)["runs"])
+    return int(_one(rows, error=ERROR)["trajectories"])
+
+
+def test_every_query_has_params_on_port() -> None:
+    assert sorted(ON_PORT) == library.names()
+
+
+@pytest.mark.parametrize("name", library.names())
+def test_a_tenant_sees_only_its_own_graph(name: str, lib: Lib) -> None:
+    mine, theirs = _uids(lib, lib.tenant), _uids(lib, lib.other)
+    assert mine and theirs and not mine & theirs
+    in_mine = lib.run(name, **ON_PORT[name])
+    in_theirs = library.run(
+        lib.driver,
+        name,
+        {**lib.example(name), **ON_PORT[name], "tenant": lib.other},
+        database=lib.database,
+    )
+    assert in_mine and in_theirs
+    # No uid of the other tenant in any answer, however deep in a row.
+    assert not set(_strings(in_mine)) & theirs
+    assert not set(_strings(in_theirs)) & mine
+    if name in PER_RUN:
+        # Cross-run answers count the tenant's runs only: OTHER's failure is the other's.
+        assert OTHER not in _strings(in_mine)
+        assert _runs_of_the_shared_failure(name, in_mine) == 2
+        assert _runs_of_the_shared_failure(name, in_theirs) == 3
+    elif name == "longest_causal_chains":
+        # Of equally long chains, the first by uid is shown (uids hash the tenant).
+        def ends(rows: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+            return [(r["hops"], r["start_turn"], r["end_turn"]) for r in rows]
+
+        assert ends(in_mine) == ends(in_theirs)
+    else:
+        # The same log in two tenants: the same answer, in the same order, to the letter.
+        assert _without_uids(in_mine) == _without_uids(in_theirs)
+    # The other tenant's trajectory, or its state or signature uid, is not found here.
+    params = {k: OTHER if k == "trajectory" else v for k, v in ON_PORT[name].items()}
+    if "trajectory" in params:
+        assert lib.run(name, **params) == []
+    if name in ("why_chain", "effects_of"):
+        their_error = _state_uid(Lib(lib.driver, lib.database, lib.other, ""), PORT, 1, "error")
+        assert lib.run(name, trajectory=PORT, turn=None, state=their_error, depth=3) == []
+    if name == "resolutions":
+        uid = lib.driver.execute_query(
+            "MATCH (g:Signature {tenant: $t, text: $s}) RETURN g.uid AS uid",
+            t=lib.other,
+            s=SIGNATURE,
+            database_=lib.database,
+        ).records[0]["uid"]
+        assert lib.run(name, signature=uid) == []
+
+
+# Plan operators a query may use although they read more than an index would, and why.
+ALLOWED_IN_PLAN = {
+    # The answer is the longest paths: every CAUSES path of at most 12 hops is enumerated.
+    "longest_causal_chains": {"VarLengthExpand(All) (paths)"},
+    # The history of a subject is its whole SUPERSEDES chain, walked breadth-first (each
+    # older state once); no index gives the chain (a removed line supersedes its added one).
+    "current_state": {"VarLengthExpand(Pruning,BFS,All) unbounded"},
+}
+
+
+@pytest.mark.parametrize("name", library.names())
+def test_plan_reads_by_index_and_walks_nodes_not_paths(name: str, lib: Lib) -> None:
+    # Before, why_chain and effects_of enumerated every CAUSES path up to 10 hops and only
+    # then dropped the longer ones (37,781 db hits for one turn of a Django run; 9,076 now).
+    from bench.cypher_library import plan_warnings
+
+    params = {**lib.example(name), **ON_PORT[name]}
+    with lib.driver.session(database=lib.database) as s:
+        result = s.run("PROFILE " + library.load(name).text, params)
+        list(result)
+        plan = result.consume().profile
+    assert plan
+    assert set(plan_warnings(plan)) <= ALLOWED_IN_PLAN.get(name, set())
+
+
+HUGE = "x" * 200_000
+
+
+@pytest.mark.parametrize("name", library.names())
+def test_hostile_values_get_an_empty_answer(name: str, lib: Lib) -> None:
+    # A value nothing in the graph has: no rows, never a Neo4j error (a 200 kB string in an
+    # index seek, a turn far past the end).
+    for key, param in library.load(name).params.items():
+        if key != "tenant" and param.kind == "string":
+            assert lib.run(name, **{**ON_PORT[name], key: HUGE}) == [], key
+        elif key == "turn":
+            assert lib.run(name, **{**ON_PORT[name], key: 2**62}) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["why_chain", "--param", "trajectory=x", "--param", "turn=1"], ["state", "depth"]),
+        (
+            [
+                "why_chain",
+                *("--param", "trajectory=x", "--param", "turn=1"),
+                *("--param", "state=null", "--param", "depth=abc"),
+            ],
+            ["depth", "integer"],
+        ),
+        (
+            [
+                "why_chain",
+                *("--param", "trajectory=x", "--param", "turn=99999999999999999999"),
+                *("--param", "state=null", "--param", "depth=3"),
+            ],
+            ["turn", "between"],
+        ),
+        (
+            ["longest_causal_chains", "--param", "trajectory=x", "--param", "limit=-1"],
+            ["limit", "between 1 and 1000"],
+        ),
+        (["recurring_failures", "--param", "min_runs=[1]"], ["min_runs", "integer"]),
+        (
+            [
+                "repeated_actions",
+                "--param",
+                "trajectory=x",
+                "--param",
+                "min_runs=2",
+                "--param",
+                "trajectroy=y",
+            ],
+            ["no parameter 'trajectroy'"],
+        ),
+        (
+            ["identifier_timeline", "--param", 'identifier={"a": 1}', "--param", "trajectory=null"],
+            [],
+        ),
+    ],
+)
+def test_cli_refuses_bad_params_in_one_line(
+    argv: list[str], names: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The caller's to fix: exit 2 and one line naming the parameter; before, these were empty
+    # answers (depth 'abc', min_runs [1], a misspelt name), Neo4j's message with offsets
+    # (limit -1) or an OverflowError.
+    code = cli.main(["cypher", *argv, "--tenant", "nobody-here"])
+    err = capsys.readouterr().err
+    if not names:  # a JSON-looking string is the string itself, a value like any other
+        assert code == 0, err
+        return
+    assert code == 2
+    assert err.startswith("trajgraph: error: ") and len(err.splitlines()) == 1
+    for word in names:
+        assert word in err
+    assert "Neo." not in err and "offset" not in err
+
+
+def test_a_query_over_its_time_limit_says_so(lib: Lib) -> None:
+    # Neo4j stops the transaction at the limit; the caller gets what happened and what to
+    # narrow, not Neo4j's termination message. (On a fast machine the query may finish
+    # inside 1 ms: then there is nothing to check.)
+    params = {"tenant": lib.tenant, "trajectory": None}
+    try:
+        rows = library.run(
+            lib.driver, "files_touched", params, database=lib.database, timeout_s=0.001
+        )
+    except GraphError as e:
+        assert str(e).startswith("query 'files_touched' took longer than its 0.001 s limit")
+        assert "narrow it" in str(e)
+    else:
+        assert rows
