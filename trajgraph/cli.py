@@ -221,6 +221,9 @@ def _configure_logging() -> None:
     # Optional turn fields (reward, thought, ...) are absent in many logs; Neo4j warns about
     # every query that reads one. That is expected, not something a user can act on.
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
+    # A first use derives the static embedder's table for about a minute: say so (two
+    # lines), as progress rather than a warning.
+    logging.getLogger("trajgraph.graph.static_embedder").setLevel(logging.INFO)
 
 
 def _quiet_batch_size_fit() -> None:
