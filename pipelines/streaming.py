@@ -40,7 +40,14 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.coders import PickleCoder, VarIntCoder
+from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
+from apache_beam.transforms.periodicsequence import (
+    ImpulseSeqGenDoFn,
+    ImpulseSeqGenRestrictionProvider,
+)
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 from trajgraph.errors import InputError, SchemaValidationError
 from trajgraph.graph.rows import GraphRows
@@ -214,6 +221,7 @@ def _session_trajectories(
 
 _STDIN_QUEUE: queue.Queue[bytes] = queue.Queue()
 _STDIN_STARTED = threading.Event()
+_STDIN_CLOSED = threading.Event()
 
 
 def _start_stdin_reader() -> None:
@@ -222,8 +230,11 @@ def _start_stdin_reader() -> None:
     _STDIN_STARTED.set()
 
     def read() -> None:
-        for raw in sys.stdin.buffer:
-            _STDIN_QUEUE.put(raw)
+        try:
+            for raw in sys.stdin.buffer:
+                _STDIN_QUEUE.put(raw)
+        finally:
+            _STDIN_CLOSED.set()  # after the last line is queued
 
     threading.Thread(target=read, name="trajgraph-stdin", daemon=True).start()
 
@@ -232,15 +243,89 @@ _stdin_lineno = 0
 
 
 def _drain_stdin() -> Iterator[Line]:
+    """The lines queued since the last tick; at the end of stdin, the end of the stream."""
     global _stdin_lineno
+    closed = _STDIN_CLOSED.is_set()  # read first: every line queued before it is drained
     while True:
         try:
             raw = _STDIN_QUEUE.get_nowait()
         except queue.Empty:
-            return
+            break
         _stdin_lineno += 1
         if raw.strip():
             yield Line("<stdin>", f"line {_stdin_lineno}", raw.rstrip(b"\n"))
+    if closed:
+        # `agent | trajgraph stream -`: the agent is done, so is the stream (what was read is
+        # still written: the poll stops, the pipeline drains).
+        request_stop()
+
+
+# -- the end of a stream: --duration, the end of stdin, or a signal ---------------------------
+
+# Set by the end of stdin or by SIGTERM/SIGINT: the poll emits one last tick (the reader hands
+# over what it holds) and stops; the pipeline then drains and ends as at the end of
+# --duration. Module-level, so only workers in this process see it (the DirectRunner,
+# LOOPBACK workers); trajgraph/jobs/stream.py ends other runners at once instead.
+_STOP = threading.Event()
+
+
+def request_stop() -> None:
+    _STOP.set()
+
+
+def stop_requested() -> bool:
+    return _STOP.is_set()
+
+
+def reset_stop() -> None:
+    _STOP.clear()
+
+
+_TICKS_PARAM = beam.DoFn.RestrictionParam(ImpulseSeqGenRestrictionProvider())
+_TICK_WATERMARK_PARAM = beam.DoFn.WatermarkEstimatorParam(
+    ManualWatermarkEstimator.default_provider()
+)
+
+
+class PollUntilStoppedFn(ImpulseSeqGenDoFn):
+    """PeriodicImpulse's ticks (every ``interval`` seconds from ``start`` to ``stop``), ending
+    early when :func:`request_stop` is called: one last tick, then none."""
+
+    @beam.DoFn.unbounded_per_element()
+    def process(
+        self,
+        element: Any,
+        restriction_tracker: Any = _TICKS_PARAM,
+        watermark_estimator: Any = _TICK_WATERMARK_PARAM,
+    ) -> Iterator[Any]:
+        start, _, interval = element
+        if isinstance(start, Timestamp):
+            start = start.micros / 1_000_000
+        index = restriction_tracker.current_restriction().start
+        end = restriction_tracker.current_restriction().stop
+        # Breaks, not returns: Beam warns about a generator that returns (beam#22969).
+        while True:
+            at = Timestamp.of(start + interval * index)
+            stopping = _STOP.is_set()
+            if not stopping and at > Timestamp.now():
+                _advance(watermark_estimator, at)
+                restriction_tracker.defer_remainder(at)
+                break
+            if not restriction_tracker.try_claim(index):
+                break  # --duration is up
+            _advance(watermark_estimator, at)
+            yield TimestampedValue(at, at)
+            index += 1
+            if stopping:
+                if index < end:
+                    restriction_tracker.try_claim(end)  # nothing more to claim: done
+                break
+
+
+def _advance(watermark_estimator: Any, to: Timestamp) -> None:
+    current = watermark_estimator.current_watermark()
+    if current is None or to > current:  # a watermark only moves forward
+        watermark_estimator.set_watermark(to)
 
 
 # -- events -------------------------------------------------------------------------------
