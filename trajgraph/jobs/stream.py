@@ -186,11 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     metrics.stop()
     if signals.received:  # drained: what was read is in the graph or dead-lettered
         _interrupted(summary, metrics, drained=True)
-    partial = partial_counts(summary)
-    if summary.get("stale_vectors"):
-        partial["stale_vectors"] = int(summary["stale_vectors"])
-    status = "partial" if partial else "ok"
-    code = EXIT_PARTIAL if partial else EXIT_OK
+    status, code, partial = finished(summary)
     metrics.write({**summary, "status": status}, code)
     print(json.dumps({**summary, "status": status}, indent=2, default=str), file=sys.stdout)
     if not partial:
@@ -204,6 +200,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
     )
     return EXIT_PARTIAL
+
+
+def finished(summary: dict[str, Any]) -> tuple[str, int, dict[str, int]]:
+    """Status, exit code, and the counts that make it partial, of a stream that ended by
+    itself (--duration, the end of stdin): ingest's rule (IngestSummary.set_status)."""
+    partial = partial_counts(summary)
+    if summary.get("stale_vectors"):
+        partial["stale_vectors"] = int(summary["stale_vectors"])
+    return ("partial", EXIT_PARTIAL, partial) if partial else ("ok", EXIT_OK, {})
 
 
 def _counts(counters: dict[str, Any]) -> dict[str, Any]:
