@@ -63,6 +63,8 @@ from trajgraph.settings import Neo4jSettings
 EVENT_TYPES = ("turn", "header", "footer")
 READ_FAILURES = "read_failures"
 MAX_LINE_BYTES = 16 * 1024 * 1024
+# At most this much of a file per poll (a whole line over the limit, and more, fits).
+READ_CHUNK_BYTES = 4 * MAX_LINE_BYTES
 STDIN = "-"
 
 
@@ -130,11 +132,11 @@ class TailSourceFn(beam.DoFn):
         if self._source == STDIN:
             yield from _drain_stdin()
             return
-        state: dict[str, tuple[int, int, str, tuple[int, int]]] = offsets.read() or {}
+        state: dict[str, tuple[int, int, str, tuple[int, int], bool]] = offsets.read() or {}
         unreadable: dict[str, str] = failing.read() or {}
         for path in source_files(self._source):
             name = str(path)
-            pos, lineno, kind, known = state.get(name, (0, 0, "", (0, 0)))
+            pos, lineno, kind, known, skipping = state.get(name, (0, 0, "", (0, 0), False))
             try:
                 with path.open("rb") as f:
                     st = os.fstat(f.fileno())
@@ -142,10 +144,12 @@ class TailSourceFn(beam.DoFn):
                     if pos and (identity != known or st.st_size < pos):
                         # Another file under this name (rotated, or truncated in place):
                         # read it from its start, as a restart would, not from the old offset.
-                        pos, lineno, kind = 0, 0, ""
+                        pos, lineno, kind, skipping = 0, 0, "", False
                         _forget_session(sessions, name)
                     f.seek(pos)
-                    data = f.read()
+                    # Bounded: a stream started on a large file reads it over a few polls,
+                    # not all into memory at once.
+                    data = f.read(READ_CHUNK_BYTES)
             except OSError as e:
                 # Reported once (again when the error changes), not on every poll; its lines
                 # are not skipped: they are read once the file is readable again.
@@ -159,23 +163,52 @@ class TailSourceFn(beam.DoFn):
                 continue
             if unreadable.pop(name, None) is not None:
                 failing.write(unreadable)
+            if skipping:  # the rest of a line over the limit, already dead-lettered
+                cut = data.find(b"\n")
+                if cut < 0:
+                    state[name] = (pos + len(data), lineno, kind, identity, True)
+                    continue
+                pos, lineno, data, skipping = pos + cut + 1, lineno + 1, data[cut + 1 :], False
+                state[name] = (pos, lineno, kind, identity, False)
             end = data.rfind(b"\n")
-            if end < 0:
+            # What follows the last newline waits for its own, unless it is already over the
+            # limit (a writer that died mid-line, a binary file): held, it would be read
+            # again on every poll for ever. It is dead-lettered now and skipped to its
+            # newline, whenever that comes.
+            overlong = len(data) - (end + 1) > MAX_LINE_BYTES
+            if end < 0 and not overlong:
                 continue  # only a partial line so far: wait for its newline
-            kind = kind or sniff_line_file(data[: end + 1]) or EVENTS
-            if kind != EVENTS:
-                lineno += data.count(b"\n", 0, end + 1)
-                held = sessions.read() or {}
-                yield from _session_trajectories(held, name, kind, data[: end + 1], self._tenant)
-                sessions.write(held)
-            else:
-                # Lines end at "\n" only, as batch splits them: a stray "\r" (which
-                # splitlines() also ends a line at) would shift every later locator.
-                for raw in data[:end].split(b"\n"):
-                    lineno += 1
-                    if raw.strip():
-                        yield Line(name, f"line {lineno}", raw.removesuffix(b"\r"))
-            state[name] = (pos + end + 1, lineno, kind, identity)
+            if end >= 0:
+                kind = kind or sniff_line_file(data[: end + 1]) or EVENTS
+                if kind != EVENTS:
+                    lineno += data.count(b"\n", 0, end + 1)
+                    held = sessions.read() or {}
+                    yield from _session_trajectories(
+                        held, name, kind, data[: end + 1], self._tenant
+                    )
+                    sessions.write(held)
+                else:
+                    # Lines end at "\n" only, as batch splits them: a stray "\r" (which
+                    # splitlines() also ends a line at) would shift every later locator.
+                    for raw in data[:end].split(b"\n"):
+                        lineno += 1
+                        if raw.strip():
+                            yield Line(name, f"line {lineno}", raw.removesuffix(b"\r"))
+            if overlong:
+                _count("dead_lettered")
+                yield beam.pvalue.TaggedOutput(
+                    READ_FAILURES,
+                    dead_letter.row(
+                        "read",
+                        name,
+                        f"line {lineno + 1}",
+                        f"line is over {MAX_LINE_BYTES} bytes (no newline yet): skipped up to "
+                        "its newline",
+                    ),
+                )
+                state[name] = (pos + len(data), lineno, kind, identity, True)
+                continue
+            state[name] = (pos + end + 1, lineno, kind, identity, False)
         offsets.write(state)
 
 

@@ -14,7 +14,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from trajgraph.errors import InputError
-from trajgraph.pipelines import dead_letter
+from trajgraph.pipelines import dead_letter, streaming
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import LineFile, RawRecord
 from trajgraph.pipelines.adapters.detect import sniff_line_file
@@ -431,3 +431,52 @@ def test_a_streamed_session_file_that_cannot_be_adapted_is_a_counted_dead_letter
         ("normalize", str(live), "file")
     ]
     assert progress.snapshot().get("dead_lettered") == 1
+
+
+def test_a_line_over_the_limit_with_no_newline_is_dead_lettered_once_and_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A writer that died mid-line (or a binary file named .jsonl) left a line with no
+    # newline: the reader held it and read all of it again on every poll, for ever, and a
+    # line of a gigabyte was a gigabyte read twice a second. Now it is dead-lettered once
+    # and the reader skips to its newline, whenever that comes.
+    monkeypatch.setattr(streaming, "MAX_LINE_BYTES", 1000)
+    live = tmp_path / "live.jsonl"
+    live.write_text(_event("t", 0) + "\n" + "x" * 1500)
+    reader, offsets, sessions, failing = TailSourceFn(str(live)), _State(), _State(), _State()
+
+    def poll() -> tuple[list[str], list[dict[str, Any]]]:
+        out = list(reader.process(None, offsets, sessions, failing))
+        return [x.locator for x in out if isinstance(x, Line)], [
+            x.value for x in out if not isinstance(x, Line)
+        ]
+
+    lines, rows = poll()
+    assert lines == ["line 1"]
+    assert [(r["source"], r["locator"], r["stage"]) for r in rows] == [
+        (str(live), "line 2", "read")
+    ]
+    assert "over 1000 bytes" in rows[0]["reason"]
+    with live.open("a") as f:
+        f.write("y" * 3000)  # still no newline: nothing more, no second dead letter
+    assert poll() == ([], [])
+    with live.open("a") as f:
+        f.write("z\n" + _event("t", 1) + "\n")
+    assert poll() == (["line 3"], [])  # the long line's end is skipped, numbering kept
+
+
+def test_a_large_file_is_read_over_several_polls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stream started on a large existing file read all of it into memory in one poll.
+    monkeypatch.setattr(streaming, "MAX_LINE_BYTES", 200)
+    monkeypatch.setattr(streaming, "READ_CHUNK_BYTES", 800)
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(_event("t", i) + "\n" for i in range(40)))
+    reader, offsets, sessions, failing = TailSourceFn(str(live)), _State(), _State(), _State()
+    polls = [
+        [x.locator for x in reader.process(None, offsets, sessions, failing)] for _ in range(8)
+    ]
+    assert 1 < len([p for p in polls if p]) < 8  # several polls, each bounded
+    assert all(len(p) * len(_event("t", 10)) <= 800 for p in polls)
+    assert [loc for p in polls for loc in p] == [f"line {i}" for i in range(1, 41)]
