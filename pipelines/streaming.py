@@ -264,12 +264,28 @@ def _start_stdin_reader() -> None:
 
     def read() -> None:
         try:
-            for raw in sys.stdin.buffer:
+            for raw in stdin_lines(sys.stdin.buffer):
                 _STDIN_QUEUE.put(raw)
         finally:
             _STDIN_CLOSED.set()  # after the last line is queued
 
     threading.Thread(target=read, name="trajgraph-stdin", daemon=True).start()
+
+
+def stdin_lines(stream: Any) -> Iterator[bytes]:
+    """The lines of ``stream``, each held at most ``MAX_LINE_BYTES + 1`` long: a longer one
+    (an agent that printed a binary blob) is cut there and the rest of it skipped, so it is
+    one line, dead-lettered for its length, and memory stays bounded."""
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while True:  # skip to its end
+                rest = stream.readline(MAX_LINE_BYTES + 1)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield raw
 
 
 _stdin_lineno = 0

@@ -480,3 +480,24 @@ def test_a_large_file_is_read_over_several_polls(
     assert 1 < len([p for p in polls if p]) < 8  # several polls, each bounded
     assert all(len(p) * len(_event("t", 10)) <= 800 for p in polls)
     assert [loc for p in polls for loc in p] == [f"line {i}" for i in range(1, 41)]
+
+
+def test_a_line_over_the_limit_on_stdin_is_one_bounded_bad_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The stdin reader held a line whole until its newline: an agent that printed a
+    # gigabyte without one made the stream hold a gigabyte.
+    import io
+
+    monkeypatch.setattr(streaming, "MAX_LINE_BYTES", 100)
+    piped = io.BytesIO(
+        (_event("t", 0) + "\n").encode() + b"x" * 1000 + b"\n" + (_event("t", 1) + "\n").encode()
+    )
+    lines = list(streaming.stdin_lines(piped))
+    assert len(lines) == 3 and all(len(x) <= 101 for x in lines)
+    assert [json.loads(lines[i])["idx"] for i in (0, 2)] == [0, 1]
+    bad = Line("<stdin>", "line 2", lines[1].rstrip(b"\n"))
+    with pytest.raises(InputError, match="over 100 bytes"):
+        streaming.parse_event(bad, "t")
+    # A last line with no newline (the agent died mid-line) is a line too.
+    assert list(streaming.stdin_lines(io.BytesIO(b'{"a": 1}'))) == [b'{"a": 1}']
