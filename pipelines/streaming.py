@@ -138,6 +138,14 @@ class TailSourceFn(beam.DoFn):
             name = str(path)
             pos, lineno, kind, known, skipping = state.get(name, (0, 0, "", (0, 0), False))
             try:
+                st = path.stat()
+            except OSError:
+                st = None  # opening it below says why, once
+            if st is not None and (st.st_dev, st.st_ino) == known and st.st_size == pos:
+                # Unchanged since the last poll: one stat, not an open and a read (a
+                # folder of thousands of finished sessions is polled twice a second).
+                continue
+            try:
                 with path.open("rb") as f:
                     st = os.fstat(f.fileno())
                     identity = (st.st_dev, st.st_ino)

@@ -501,3 +501,29 @@ def test_a_line_over_the_limit_on_stdin_is_one_bounded_bad_line(
         streaming.parse_event(bad, "t")
     # A last line with no newline (the agent died mid-line) is a line too.
     assert list(streaming.stdin_lines(io.BytesIO(b'{"a": 1}'))) == [b'{"a": 1}']
+
+
+def test_an_idle_poll_opens_no_file_that_did_not_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every poll opened and read every file under the folder (a Claude Code projects folder
+    # holds thousands of finished sessions), twice a second; now one stat each.
+    for i in range(5):
+        (tmp_path / f"s{i}.jsonl").write_text(_event(f"t{i}", 0) + "\n")
+    reader, offsets, sessions, failing = TailSourceFn(str(tmp_path)), _State(), _State(), _State()
+    assert len(list(reader.process(None, offsets, sessions, failing))) == 5
+    opened: list[Path] = []
+    real_open = Path.open
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
+        opened.append(self)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting)
+    assert list(reader.process(None, offsets, sessions, failing)) == []
+    assert opened == []
+    with (tmp_path / "s3.jsonl").open("a") as f:
+        f.write(_event("t3", 1) + "\n")
+    opened.clear()
+    (line,) = reader.process(None, offsets, sessions, failing)
+    assert (line.locator, opened) == ("line 2", [tmp_path / "s3.jsonl"])
