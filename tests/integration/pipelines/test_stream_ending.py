@@ -165,3 +165,40 @@ def test_bad_flags_are_an_error_exit_2_in_the_output_and_the_metrics(
     m = json.loads(metrics.read_text())
     assert (m["status"], m["exit_code"]) == ("error", 2) and "--poll" in m["error"]
     assert done.stderr.strip().splitlines()[-1].startswith("trajgraph: error: --poll")
+
+
+def test_a_restart_over_a_long_log_writes_it_once_and_never_shrinks_it(
+    driver: Any, neo4j_settings: Settings, tmp_path: Path
+) -> None:
+    """A stream started on a log already written (a restart, or the first run over an
+    existing file) reads it in one poll: one version of the whole trajectory, not one per
+    line. Emitting after every line wrote all 120 prefixes of it, and during a restart the
+    graph showed the trajectory shrunk to its first turns until the stream caught up."""
+    tenant = f"rst-{uuid.uuid4().hex[:6]}"
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(_turn("long", i) + "\n" for i in range(120)))
+    env = child_env(neo4j_settings, TRAJGRAPH_TENANT=tenant)
+    command = [str(EXE), "stream", str(live), "--duration", "12"]
+    command += ["--dead-letter", str(tmp_path / "dl")]
+    try:
+        first = subprocess.run(command, text=True, env=env, capture_output=True, timeout=180)
+        assert first.returncode == 0, first.stderr[-2000:]
+        counts = json.loads(first.stdout)
+        assert counts["events"] == 120 and counts["trajectories_written"] == 1, counts
+        assert _turns(driver, tenant, "long") == list(range(120))
+        seen: list[int] = []
+        restart = subprocess.Popen(
+            command, text=True, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        while restart.poll() is None:  # what a reader sees during the restart
+            seen.append(len(_turns(driver, tenant, "long")))
+            time.sleep(0.05)
+        out, err = restart.communicate()
+        assert restart.returncode == 0, err[-2000:]
+        again = json.loads(out)
+        # One version, the whole log: the write finds it unchanged and writes no row.
+        assert (again["trajectories_written"], again["trajectories_unchanged"]) == (1, 1), again
+        assert again["rows_written"] == 0, again
+        assert seen and set(seen) == {120}
+    finally:
+        governance.delete_tenant(driver, neo4j_settings.neo4j.database, tenant)
