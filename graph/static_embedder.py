@@ -162,10 +162,15 @@ def post_process(raw: np.ndarray, keep: list[int], vocab_size: int, dim: int) ->
 
 
 def load_or_derive(
-    cache_dir: Path, dim: int, *, say: Callable[[str], None] = log.warning
+    cache_dir: Path,
+    dim: int,
+    *,
+    say: Callable[[str], None] = log.info,
+    progress: Callable[[str], None] = log.debug,
 ) -> tuple[np.ndarray, WordPiece, str]:
     """(table, tokenizer, name); derives and caches the table on first use, under a file
-    lock so parallel workers derive it once."""
+    lock so parallel workers derive it once. A first use is normal operation, not a problem:
+    ``say`` gets two lines (starting, done), ``progress`` the derivation's batches."""
     folder = model_dir()
     digest = model_hash(folder, cache_dir)
     path = table_path(cache_dir, digest, dim)
@@ -175,10 +180,12 @@ def load_or_derive(
             with _locked(cache_dir / ".derive.lock"):
                 if not path.exists():
                     say(
-                        f"deriving the static embedder from {folder} (once, about a minute; "
-                        f"cached in {path})"
+                        f"deriving the static embedder from {folder} (first use on this "
+                        f"machine, about a minute; later runs load it from {path})"
                     )
-                    _write_atomic(path, _npy_bytes(derive(folder, dim, say=say)))
+                    started = time.monotonic()
+                    _write_atomic(path, _npy_bytes(derive(folder, dim, say=progress)))
+                    say(f"static embedder derived in {time.monotonic() - started:.0f}s")
         except OSError as e:
             raise ConfigError(
                 f"cannot write the static embedder's table to {cache_dir}: {e} "
@@ -309,7 +316,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     try:
         table, _, name = load_or_derive(
-            settings.static_dir, dim, say=lambda m: print(m, file=sys.stderr)
+            settings.static_dir,
+            dim,
+            say=lambda m: print(m, file=sys.stderr),
+            progress=lambda m: print(m, file=sys.stderr),
         )
     except ConfigError as e:
         print(f"trajgraph: error: {e}", file=sys.stderr)

@@ -22,8 +22,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineResult
-from apache_beam.transforms.periodicsequence import PeriodicImpulse
-from apache_beam.utils.timestamp import MAX_TIMESTAMP
+from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
 from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError, InputError
@@ -43,9 +42,11 @@ from trajgraph.pipelines.streaming import (
     STDIN,
     AppendDeadLetterFn,
     AssembleTrajectoryFn,
+    PollUntilStoppedFn,
     TailSourceFn,
     WriteNewestVersions,
     parse_event,
+    reset_stop,
 )
 from trajgraph.pipelines.transforms import (
     FAILURES,
@@ -155,9 +156,7 @@ class StreamConfig:
 def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | None) -> None:
     """Compose the stream on ``p``; the impulse stops at ``stop_at`` (a Unix time), if any."""
     embedder = config.embedder
-    ticks = p | "Poll the source" >> PeriodicImpulse(
-        fire_interval=config.poll_s, stop_timestamp=stop_at if stop_at else MAX_TIMESTAMP
-    )
+    ticks = p | "Poll the source" >> PollTheSource(config.poll_s, stop_at)
     read = (
         ticks
         | "Key the reader" >> beam.Map(lambda _: ("source", None))
@@ -231,6 +230,27 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
     )
 
 
+class PollTheSource(beam.PTransform):
+    """A tick every ``poll_s`` seconds until ``stop_at`` (a Unix time, or never), or until
+    the stream is asked to stop (the end of stdin, a signal): PeriodicImpulse's ticks from a
+    DoFn that can end early (streaming.PollUntilStoppedFn)."""
+
+    def __init__(self, poll_s: float, stop_at: float | None) -> None:
+        super().__init__()
+        self._poll_s = poll_s
+        self._stop_at = stop_at
+
+    def expand(self, pbegin: Any) -> Any:
+        end = Timestamp.of(self._stop_at) if self._stop_at else MAX_TIMESTAMP
+        poll_s = self._poll_s
+        return (
+            pbegin
+            | "Start" >> beam.Impulse()
+            | "From now" >> beam.Map(lambda _: (Timestamp.now(), end, poll_s))
+            | "Tick" >> beam.ParDo(PollUntilStoppedFn())
+        )
+
+
 class _ParseFn(beam.DoFn):
     def __init__(self, tenant: str, tenant_from_records: bool = False) -> None:
         self._tenant = tenant
@@ -256,6 +276,7 @@ def run_pipeline(config: StreamConfig, beam_args: Sequence[str]) -> PipelineResu
     options = PipelineOptions(list(beam_args))
     options.view_as(StandardOptions).streaming = True
     progress.reset()
+    reset_stop()
     stop_at = time.time() + config.duration_s if config.duration_s else None
     p = beam.Pipeline(options=options)
     build_pipeline(p, config, stop_at=stop_at)

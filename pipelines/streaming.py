@@ -10,11 +10,12 @@ Events, one JSON object per line:
 
 Per trajectory, a stateful DoFn keeps what has arrived, keyed by turn index: an event for an
 index already held replaces it (or is dropped when identical), out-of-order events slot into
-place, and each change emits the whole trajectory so far. Extraction and the write are the
-batch ones, and a trajectory is rewritten as a whole when it changes, so the graph after the
-last event is exactly what a batch ingest of the same turns builds (``trajgraph digest``
-checks that). A restart re-reads the source files from the beginning: unchanged trajectories
-are skipped by their content hash, so nothing is duplicated and nothing is missed.
+place, and the changes of one bundle (one poll's lines) emit the whole trajectory so far,
+once. Extraction and the write are the batch ones, and a trajectory is rewritten as a whole
+when it changes, so the graph after the last event is exactly what a batch ingest of the
+same turns builds (``trajgraph digest`` checks that). A restart re-reads the source files
+from the beginning, a file's lines so far in one poll: each trajectory comes out whole, and
+unchanged ones are skipped by their content hash, so nothing is duplicated or missed.
 
 Each emitted trajectory carries a version (1, 2, ... per trajectory). Extraction runs on the
 versions in parallel, and a runner that does not fuse the write with the assembly, or that
@@ -26,6 +27,7 @@ already written.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -40,7 +42,15 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.coders import PickleCoder, VarIntCoder
+from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
+from apache_beam.transforms.periodicsequence import (
+    ImpulseSeqGenDoFn,
+    ImpulseSeqGenRestrictionProvider,
+)
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
 
 from trajgraph.errors import InputError, SchemaValidationError
 from trajgraph.graph.rows import GraphRows
@@ -56,6 +66,8 @@ from trajgraph.settings import Neo4jSettings
 EVENT_TYPES = ("turn", "header", "footer")
 READ_FAILURES = "read_failures"
 MAX_LINE_BYTES = 16 * 1024 * 1024
+# At most this much of a file per poll (a whole line over the limit, and more, fits).
+READ_CHUNK_BYTES = 4 * MAX_LINE_BYTES
 STDIN = "-"
 
 
@@ -123,11 +135,19 @@ class TailSourceFn(beam.DoFn):
         if self._source == STDIN:
             yield from _drain_stdin()
             return
-        state: dict[str, tuple[int, int, str, tuple[int, int]]] = offsets.read() or {}
+        state: dict[str, tuple[int, int, str, tuple[int, int], bool]] = offsets.read() or {}
         unreadable: dict[str, str] = failing.read() or {}
         for path in source_files(self._source):
             name = str(path)
-            pos, lineno, kind, known = state.get(name, (0, 0, "", (0, 0)))
+            pos, lineno, kind, known, skipping = state.get(name, (0, 0, "", (0, 0), False))
+            try:
+                st = path.stat()
+            except OSError:
+                st = None  # opening it below says why, once
+            if st is not None and (st.st_dev, st.st_ino) == known and st.st_size == pos:
+                # Unchanged since the last poll: one stat, not an open and a read (a
+                # folder of thousands of finished sessions is polled twice a second).
+                continue
             try:
                 with path.open("rb") as f:
                     st = os.fstat(f.fileno())
@@ -135,10 +155,12 @@ class TailSourceFn(beam.DoFn):
                     if pos and (identity != known or st.st_size < pos):
                         # Another file under this name (rotated, or truncated in place):
                         # read it from its start, as a restart would, not from the old offset.
-                        pos, lineno, kind = 0, 0, ""
+                        pos, lineno, kind, skipping = 0, 0, "", False
                         _forget_session(sessions, name)
                     f.seek(pos)
-                    data = f.read()
+                    # Bounded: a stream started on a large file reads it over a few polls,
+                    # not all into memory at once.
+                    data = f.read(READ_CHUNK_BYTES)
             except OSError as e:
                 # Reported once (again when the error changes), not on every poll; its lines
                 # are not skipped: they are read once the file is readable again.
@@ -152,23 +174,52 @@ class TailSourceFn(beam.DoFn):
                 continue
             if unreadable.pop(name, None) is not None:
                 failing.write(unreadable)
+            if skipping:  # the rest of a line over the limit, already dead-lettered
+                cut = data.find(b"\n")
+                if cut < 0:
+                    state[name] = (pos + len(data), lineno, kind, identity, True)
+                    continue
+                pos, lineno, data, skipping = pos + cut + 1, lineno + 1, data[cut + 1 :], False
+                state[name] = (pos, lineno, kind, identity, False)
             end = data.rfind(b"\n")
-            if end < 0:
+            # What follows the last newline waits for its own, unless it is already over the
+            # limit (a writer that died mid-line, a binary file): held, it would be read
+            # again on every poll for ever. It is dead-lettered now and skipped to its
+            # newline, whenever that comes.
+            overlong = len(data) - (end + 1) > MAX_LINE_BYTES
+            if end < 0 and not overlong:
                 continue  # only a partial line so far: wait for its newline
-            kind = kind or sniff_line_file(data[: end + 1]) or EVENTS
-            if kind != EVENTS:
-                lineno += data.count(b"\n", 0, end + 1)
-                held = sessions.read() or {}
-                yield from _session_trajectories(held, name, kind, data[: end + 1], self._tenant)
-                sessions.write(held)
-            else:
-                # Lines end at "\n" only, as batch splits them: a stray "\r" (which
-                # splitlines() also ends a line at) would shift every later locator.
-                for raw in data[:end].split(b"\n"):
-                    lineno += 1
-                    if raw.strip():
-                        yield Line(name, f"line {lineno}", raw.removesuffix(b"\r"))
-            state[name] = (pos + end + 1, lineno, kind, identity)
+            if end >= 0:
+                kind = kind or sniff_line_file(data[: end + 1]) or EVENTS
+                if kind != EVENTS:
+                    lineno += data.count(b"\n", 0, end + 1)
+                    held = sessions.read() or {}
+                    yield from _session_trajectories(
+                        held, name, kind, data[: end + 1], self._tenant
+                    )
+                    sessions.write(held)
+                else:
+                    # Lines end at "\n" only, as batch splits them: a stray "\r" (which
+                    # splitlines() also ends a line at) would shift every later locator.
+                    for raw in data[:end].split(b"\n"):
+                        lineno += 1
+                        if raw.strip():
+                            yield Line(name, f"line {lineno}", raw.removesuffix(b"\r"))
+            if overlong:
+                _count("dead_lettered")
+                yield beam.pvalue.TaggedOutput(
+                    READ_FAILURES,
+                    dead_letter.row(
+                        "read",
+                        name,
+                        f"line {lineno + 1}",
+                        f"line is over {MAX_LINE_BYTES} bytes (no newline yet): skipped up to "
+                        "its newline",
+                    ),
+                )
+                state[name] = (pos + len(data), lineno, kind, identity, True)
+                continue
+            state[name] = (pos + end + 1, lineno, kind, identity, False)
         offsets.write(state)
 
 
@@ -214,6 +265,7 @@ def _session_trajectories(
 
 _STDIN_QUEUE: queue.Queue[bytes] = queue.Queue()
 _STDIN_STARTED = threading.Event()
+_STDIN_CLOSED = threading.Event()
 
 
 def _start_stdin_reader() -> None:
@@ -222,25 +274,118 @@ def _start_stdin_reader() -> None:
     _STDIN_STARTED.set()
 
     def read() -> None:
-        for raw in sys.stdin.buffer:
-            _STDIN_QUEUE.put(raw)
+        try:
+            for raw in stdin_lines(sys.stdin.buffer):
+                _STDIN_QUEUE.put(raw)
+        finally:
+            _STDIN_CLOSED.set()  # after the last line is queued
 
     threading.Thread(target=read, name="trajgraph-stdin", daemon=True).start()
+
+
+def stdin_lines(stream: Any) -> Iterator[bytes]:
+    """The lines of ``stream``, each held at most ``MAX_LINE_BYTES + 1`` long: a longer one
+    (an agent that printed a binary blob) is cut there and the rest of it skipped, so it is
+    one line, dead-lettered for its length, and memory stays bounded."""
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while True:  # skip to its end
+                rest = stream.readline(MAX_LINE_BYTES + 1)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield raw
 
 
 _stdin_lineno = 0
 
 
 def _drain_stdin() -> Iterator[Line]:
+    """The lines queued since the last tick; at the end of stdin, the end of the stream."""
     global _stdin_lineno
+    closed = _STDIN_CLOSED.is_set()  # read first: every line queued before it is drained
     while True:
         try:
             raw = _STDIN_QUEUE.get_nowait()
         except queue.Empty:
-            return
+            break
         _stdin_lineno += 1
         if raw.strip():
             yield Line("<stdin>", f"line {_stdin_lineno}", raw.rstrip(b"\n"))
+    if closed:
+        # `agent | trajgraph stream -`: the agent is done, so is the stream (what was read is
+        # still written: the poll stops, the pipeline drains).
+        request_stop()
+
+
+# -- the end of a stream: --duration, the end of stdin, or a signal ---------------------------
+
+# Set by the end of stdin or by SIGTERM/SIGINT: the poll emits one last tick (the reader hands
+# over what it holds) and stops; the pipeline then drains and ends as at the end of
+# --duration. Module-level, so only workers in this process see it (the DirectRunner,
+# LOOPBACK workers); trajgraph/jobs/stream.py ends other runners at once instead.
+_STOP = threading.Event()
+
+
+def request_stop() -> None:
+    _STOP.set()
+
+
+def stop_requested() -> bool:
+    return _STOP.is_set()
+
+
+def reset_stop() -> None:
+    _STOP.clear()
+
+
+_TICKS_PARAM = beam.DoFn.RestrictionParam(ImpulseSeqGenRestrictionProvider())
+_TICK_WATERMARK_PARAM = beam.DoFn.WatermarkEstimatorParam(
+    ManualWatermarkEstimator.default_provider()
+)
+
+
+class PollUntilStoppedFn(ImpulseSeqGenDoFn):
+    """PeriodicImpulse's ticks (every ``interval`` seconds from ``start`` to ``stop``), ending
+    early when :func:`request_stop` is called: one last tick, then none."""
+
+    @beam.DoFn.unbounded_per_element()
+    def process(
+        self,
+        element: Any,
+        restriction_tracker: Any = _TICKS_PARAM,
+        watermark_estimator: Any = _TICK_WATERMARK_PARAM,
+    ) -> Iterator[Any]:
+        start, _, interval = element
+        if isinstance(start, Timestamp):
+            start = start.micros / 1_000_000
+        index = restriction_tracker.current_restriction().start
+        end = restriction_tracker.current_restriction().stop
+        # Breaks, not returns: Beam warns about a generator that returns (beam#22969).
+        while True:
+            at = Timestamp.of(start + interval * index)
+            stopping = _STOP.is_set()
+            if not stopping and at > Timestamp.now():
+                _advance(watermark_estimator, at)
+                restriction_tracker.defer_remainder(at)
+                break
+            if not restriction_tracker.try_claim(index):
+                break  # --duration is up
+            _advance(watermark_estimator, at)
+            yield TimestampedValue(at, at)
+            index += 1
+            if stopping:
+                if index < end:
+                    restriction_tracker.try_claim(end)  # nothing more to claim: done
+                break
+
+
+def _advance(watermark_estimator: Any, to: Timestamp) -> None:
+    current = watermark_estimator.current_watermark()
+    if current is None or to > current:  # a watermark only moves forward
+        watermark_estimator.set_watermark(to)
 
 
 # -- events -------------------------------------------------------------------------------
@@ -337,13 +482,28 @@ def trajectory_of(key: tuple[str, str], rec: dict[str, Any]) -> dict[str, Any]:
 
 
 class AssembleTrajectoryFn(beam.DoFn):
-    """Keyed by (tenant, trajectory id): holds the events so far and, whenever one changes
-    the trajectory, emits the whole trajectory, normalized like a canonical batch record."""
+    """Keyed by (tenant, trajectory id): holds the events so far and, when they change the
+    trajectory, emits the whole trajectory, normalized like a canonical batch record: once
+    per bundle, after its last event for the trajectory.
+
+    A bundle holds what one poll read. Emitting after every event made a poll that read a
+    whole log (a restart, a stream started on an existing file) extract and write every
+    prefix of it: 500 turns were 500 versions and 125,250 turns extracted (7.8 minutes, not
+    seconds), and during a restart readers saw a trajectory already written whole shrink to
+    its first turns and grow back. Once per bundle, a restart's version is the whole log
+    again, which the write skips as unchanged."""
+
+    def start_bundle(self) -> None:
+        self._latest: dict[str, tuple[dict[str, Any], dict[str, Any], Any, Any]] = {}
 
     def process(
-        self, keyed: tuple[str, dict[str, Any]], record: Any = _RECORD_PARAM
-    ) -> Iterator[Any]:
-        _, ev = keyed
+        self,
+        keyed: tuple[str, dict[str, Any]],
+        record: Any = _RECORD_PARAM,
+        timestamp: Any = beam.DoFn.TimestampParam,
+        window: Any = beam.DoFn.WindowParam,
+    ) -> None:
+        key, ev = keyed
         rec = record.read() or {"turns": {}, "header": {}, "footer": {}}
         if not apply_event(rec, ev):
             progress.bump("stream_duplicates")
@@ -351,10 +511,19 @@ class AssembleTrajectoryFn(beam.DoFn):
             return
         rec["version"] = rec.get("version", 0) + 1
         record.write(rec)
-        traj = trajectory_of((ev["tenant"], ev["trajectory_id"]), rec)
-        raw = RawRecord(ev["source"], ev["locator"], "canonical", traj)
-        for normalized in normalize(raw):
-            yield Located(ev["source"], ev["locator"], normalized, version=rec["version"])
+        if key in self._latest:
+            _count("stream_versions_coalesced")
+        # A copy: the state's object may be the one the next event changes.
+        self._latest[key] = (ev, copy.deepcopy(rec), timestamp, window)
+
+    def finish_bundle(self) -> Iterator[Any]:
+        latest, self._latest = self._latest, {}
+        for ev, rec, timestamp, window in latest.values():
+            traj = trajectory_of((ev["tenant"], ev["trajectory_id"]), rec)
+            raw = RawRecord(ev["source"], ev["locator"], "canonical", traj)
+            for normalized in normalize(raw):
+                located = Located(ev["source"], ev["locator"], normalized, version=rec["version"])
+                yield WindowedValue(located, timestamp, (window,))
 
 
 def _count(name: str, n: int = 1) -> None:

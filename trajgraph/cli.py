@@ -200,6 +200,16 @@ class _DropImportNoise(logging.Filter):
         return "apitools" not in record.getMessage()
 
 
+class _DropNormalStartUp(logging.Filter):
+    # Beam starts the Prism job server (--runner PrismRunner) with a WARNING naming its port
+    # and command line: every run on Prism, not a problem. Its other warnings stay.
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.name == "apache_beam.utils.subprocess_server"
+            and record.getMessage().startswith(("Really starting service", "Starting service"))
+        )
+
+
 class _ExpectedErrorsInOneLine(logging.Filter):
     # Beam logs a failed bundle with its traceback. When the cause is an error of the
     # contract that is not a bug (Neo4j lost, the LLM down, bad input), the traceback says
@@ -229,10 +239,14 @@ def _configure_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_DropImportNoise())
+        handler.addFilter(_DropNormalStartUp())
         handler.addFilter(_ExpectedErrorsInOneLine())
     # Optional turn fields (reward, thought, ...) are absent in many logs; Neo4j warns about
     # every query that reads one. That is expected, not something a user can act on.
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
+    # A first use derives the static embedder's table for about a minute: say so (two
+    # lines), as progress rather than a warning.
+    logging.getLogger("trajgraph.graph.static_embedder").setLevel(logging.INFO)
 
 
 def _quiet_batch_size_fit() -> None:

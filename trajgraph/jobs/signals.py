@@ -12,7 +12,7 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # The signals that stopped the current run, in order.
@@ -31,14 +31,27 @@ def _stop(signum: int, frame: Any) -> None:
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
+def _drain_first(drain: Callable[[], bool]) -> Callable[[int, Any], None]:
+    def handler(signum: int, frame: Any) -> None:
+        if received or not drain():  # a second signal does not wait for the drain
+            _stop(signum, frame)
+        received.append(signum)
+
+    return handler
+
+
 @contextlib.contextmanager
-def ending_the_run() -> Iterator[None]:
+def ending_the_run(drain: Callable[[], bool] | None = None) -> Iterator[None]:
     """Within: SIGTERM raises :class:`Terminated`, SIGINT KeyboardInterrupt (main thread only;
-    elsewhere signals cannot be handled and nothing changes). The old handlers come back after."""
+    elsewhere signals cannot be handled and nothing changes). With ``drain``, the first
+    signal calls it instead, and raises only when it returns False: True means the run ends
+    soon by itself, finishing what it holds. A second signal raises. The old handlers come
+    back after."""
     received.clear()
     previous: dict[int, Any] = {}
+    handler = _stop if drain is None else _drain_first(drain)
     if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:

@@ -297,12 +297,12 @@ def write_metrics(path: str | Path, s: IngestSummary) -> None:
     """The run's metrics for monitoring, written atomically: the summary's fields plus when,
     where and how it ended (docs/nightly.md lists them). A local path or any Beam filesystem
     (``gs://...``: an object appears whole when it is closed)."""
-    metrics = {
-        "schema": METRICS_SCHEMA,
-        **s.to_json(),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-    }
+    write_metrics_json(path, METRICS_SCHEMA, s.to_json())
+
+
+def write_metrics_json(path: str | Path, schema: str, fields: Mapping[str, Any]) -> None:
+    """``fields`` under ``schema`` with this host and process, as :func:`write_metrics`."""
+    metrics = {"schema": schema, **fields, "host": socket.gethostname(), "pid": os.getpid()}
     if files.is_local(str(path)):
         write_json_atomic(path, metrics)
     else:

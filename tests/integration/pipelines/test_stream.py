@@ -219,7 +219,9 @@ def test_a_stopped_stream_prints_its_counters(
         # bumped after its write, so a signal may land between the two).
         assert summary["status"] == "interrupted" and summary.get("events") == 1, (summary, err)
         assert summary["dead_letter_path"] == str(tmp_path / "dl" / "dead-letter.jsonl")
-        assert err.strip().splitlines()[-1] == f"trajgraph: stream interrupted by {sig.name}"
+        assert err.strip().splitlines()[-1] == (
+            f"trajgraph: stream interrupted by {sig.name} (what was read is written)"
+        )
         assert "Traceback" not in err and "ERROR" not in err, err[:2500]
     finally:
         if proc.poll() is None:

@@ -6,7 +6,11 @@ that needs it, about half a minute) and then loaded from the cache folder.
 
 from __future__ import annotations
 
+import logging
 import math
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +225,55 @@ def test_a_table_whose_sums_overflow_is_an_error_not_nan_vectors(
     e = se.StaticEmbedder(tmp_path, 16)
     with pytest.raises(ConfigError, match="not finite"):
         e.embed(["error error failed"])
+
+
+def _stand_in_derivation(
+    _folder: Path, dim: int, *, say: Callable[[str], None] = lambda _m: None
+) -> np.ndarray:
+    for n in range(0, 30522, 5120):  # as the real one reports its batches
+        say(f"static embedder: {n} of 30522 vocabulary pieces")
+    return np.random.default_rng(2).standard_normal((30522, dim)).astype(np.float32)
+
+
+def test_a_first_use_says_so_in_two_info_lines_not_warnings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Deriving the table on first use is normal operation: a user sees that it happens and
+    how long it took, never a warning."""
+    monkeypatch.setattr(se, "derive", _stand_in_derivation)
+    caplog.set_level(logging.DEBUG, logger=se.__name__)
+    se.load_or_derive(tmp_path, 16)
+    ours = [r for r in caplog.records if r.name == se.__name__]
+    assert [r.levelno for r in ours if r.levelno >= logging.INFO] == [logging.INFO] * 2
+    assert "first use" in ours[0].getMessage() and "derived in" in ours[-1].getMessage()
+    assert sum(r.levelno == logging.DEBUG for r in ours) == 6  # the batches: detail only
+    caplog.clear()
+    se.load_or_derive(tmp_path, 16)  # later uses load it silently
+    assert not [r for r in caplog.records if r.name == se.__name__]
+
+
+def test_the_cli_shows_a_first_use_as_two_info_lines(tmp_path: Path) -> None:
+    """Under the CLI's logging (WARNING for everything else) the two lines are printed, and
+    no line of it is a WARNING."""
+    script = f"""
+import numpy as np
+from trajgraph import cli
+from trajgraph.graph import static_embedder as se
+from tests.unit.graph.test_static_embedder import _stand_in_derivation
+cli._configure_logging()
+se.derive = _stand_in_derivation
+se.load_or_derive(__import__("pathlib").Path({str(tmp_path)!r}), 16)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[3],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2, lines
+    assert all(line.startswith("INFO trajgraph.graph.static_embedder: ") for line in lines)
+    assert "WARNING" not in done.stderr

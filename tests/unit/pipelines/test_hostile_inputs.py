@@ -14,7 +14,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from trajgraph.errors import InputError
-from trajgraph.pipelines import dead_letter
+from trajgraph.pipelines import dead_letter, streaming
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import LineFile, RawRecord
 from trajgraph.pipelines.adapters.detect import sniff_line_file
@@ -431,3 +431,99 @@ def test_a_streamed_session_file_that_cannot_be_adapted_is_a_counted_dead_letter
         ("normalize", str(live), "file")
     ]
     assert progress.snapshot().get("dead_lettered") == 1
+
+
+def test_a_line_over_the_limit_with_no_newline_is_dead_lettered_once_and_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A writer that died mid-line (or a binary file named .jsonl) left a line with no
+    # newline: the reader held it and read all of it again on every poll, for ever, and a
+    # line of a gigabyte was a gigabyte read twice a second. Now it is dead-lettered once
+    # and the reader skips to its newline, whenever that comes.
+    monkeypatch.setattr(streaming, "MAX_LINE_BYTES", 1000)
+    live = tmp_path / "live.jsonl"
+    live.write_text(_event("t", 0) + "\n" + "x" * 1500)
+    reader, offsets, sessions, failing = TailSourceFn(str(live)), _State(), _State(), _State()
+
+    def poll() -> tuple[list[str], list[dict[str, Any]]]:
+        out = list(reader.process(None, offsets, sessions, failing))
+        return [x.locator for x in out if isinstance(x, Line)], [
+            x.value for x in out if not isinstance(x, Line)
+        ]
+
+    lines, rows = poll()
+    assert lines == ["line 1"]
+    assert [(r["source"], r["locator"], r["stage"]) for r in rows] == [
+        (str(live), "line 2", "read")
+    ]
+    assert "over 1000 bytes" in rows[0]["reason"]
+    with live.open("a") as f:
+        f.write("y" * 3000)  # still no newline: nothing more, no second dead letter
+    assert poll() == ([], [])
+    with live.open("a") as f:
+        f.write("z\n" + _event("t", 1) + "\n")
+    assert poll() == (["line 3"], [])  # the long line's end is skipped, numbering kept
+
+
+def test_a_large_file_is_read_over_several_polls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stream started on a large existing file read all of it into memory in one poll.
+    monkeypatch.setattr(streaming, "MAX_LINE_BYTES", 200)
+    monkeypatch.setattr(streaming, "READ_CHUNK_BYTES", 800)
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(_event("t", i) + "\n" for i in range(40)))
+    reader, offsets, sessions, failing = TailSourceFn(str(live)), _State(), _State(), _State()
+    polls = [
+        [x.locator for x in reader.process(None, offsets, sessions, failing)] for _ in range(8)
+    ]
+    assert 1 < len([p for p in polls if p]) < 8  # several polls, each bounded
+    assert all(len(p) * len(_event("t", 10)) <= 800 for p in polls)
+    assert [loc for p in polls for loc in p] == [f"line {i}" for i in range(1, 41)]
+
+
+def test_a_line_over_the_limit_on_stdin_is_one_bounded_bad_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The stdin reader held a line whole until its newline: an agent that printed a
+    # gigabyte without one made the stream hold a gigabyte.
+    import io
+
+    monkeypatch.setattr(streaming, "MAX_LINE_BYTES", 100)
+    piped = io.BytesIO(
+        (_event("t", 0) + "\n").encode() + b"x" * 1000 + b"\n" + (_event("t", 1) + "\n").encode()
+    )
+    lines = list(streaming.stdin_lines(piped))
+    assert len(lines) == 3 and all(len(x) <= 101 for x in lines)
+    assert [json.loads(lines[i])["idx"] for i in (0, 2)] == [0, 1]
+    bad = Line("<stdin>", "line 2", lines[1].rstrip(b"\n"))
+    with pytest.raises(InputError, match="over 100 bytes"):
+        streaming.parse_event(bad, "t")
+    # A last line with no newline (the agent died mid-line) is a line too.
+    assert list(streaming.stdin_lines(io.BytesIO(b'{"a": 1}'))) == [b'{"a": 1}']
+
+
+def test_an_idle_poll_opens_no_file_that_did_not_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every poll opened and read every file under the folder (a Claude Code projects folder
+    # holds thousands of finished sessions), twice a second; now one stat each.
+    for i in range(5):
+        (tmp_path / f"s{i}.jsonl").write_text(_event(f"t{i}", 0) + "\n")
+    reader, offsets, sessions, failing = TailSourceFn(str(tmp_path)), _State(), _State(), _State()
+    assert len(list(reader.process(None, offsets, sessions, failing))) == 5
+    opened: list[Path] = []
+    real_open = Path.open
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
+        opened.append(self)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting)
+    assert list(reader.process(None, offsets, sessions, failing)) == []
+    assert opened == []
+    with (tmp_path / "s3.jsonl").open("a") as f:
+        f.write(_event("t3", 1) + "\n")
+    opened.clear()
+    (line,) = reader.process(None, offsets, sessions, failing)
+    assert (line.locator, opened) == ("line 2", [tmp_path / "s3.jsonl"])
