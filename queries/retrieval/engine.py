@@ -55,6 +55,24 @@ FULLTEXT_FETCH_MAX = 100_000
 VECTOR_FETCH_MAX = 10_000
 CYPHER_TIMEOUT_S = 5.0
 MAX_CYPHER_ROWS = 1000
+# The procedures the caller's Cypher may call: reads of this database's graph and schema.
+# Every other one is refused, db.* included (db.stats.* collects and returns other sessions'
+# queries and the JVM's details, db.clearQueryCaches and db.prepareForReplanning act on the
+# server, db.awaitIndex* wait).
+GRAPH_PROCEDURES = frozenset(
+    {
+        "db.labels",
+        "db.relationshipTypes",
+        "db.propertyKeys",
+        "db.schema.visualization",
+        "db.schema.nodeTypeProperties",
+        "db.schema.relTypeProperties",
+        "db.index.fulltext.queryNodes",
+        "db.index.fulltext.queryRelationships",
+        "db.index.vector.queryNodes",
+        "db.index.vector.queryRelationships",
+    }
+)
 MAX_NAMED = 6  # steps named in a question ("at step 412", "turns 8-9") taken as seeds
 ITEM_SHARE = 1 / 3  # no single item takes more than this share of the budget
 MAX_CHANGE_ROWS = 400  # states read for "what changed between step A and step B"
@@ -707,8 +725,7 @@ class _Run:
 
         database = self._engine.database
 
-        @neo4j.unit_of_work(timeout=CYPHER_TIMEOUT_S)
-        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]] | str:
+        def work(tx: neo4j.Transaction) -> list[dict[str, Any]] | str:
             # The caller's query, by design: it runs in a READ transaction (the server refuses
             # writes there) with a timeout, and sees only $tenant and $trajectory; its plan
             # is checked first for what a READ transaction allows but is not the graph.
@@ -720,7 +737,10 @@ class _Run:
             return [r.data() for r in islice(result, MAX_CYPHER_ROWS)]
 
         try:
-            rows = self._session.execute_read(work)
+            # One explicit transaction, never retried: a query that exhausted the server's
+            # heap (a transient error, which execute_read would retry) must not run again.
+            with self._session.begin_transaction(timeout=CYPHER_TIMEOUT_S) as tx:
+                rows = work(tx)
         except Neo4jError as e:
             # The caller's Cypher failed (syntax, a write refused, its timeout): that is the
             # answer to report. A lost server is a DriverError and leaves as GraphError.
@@ -816,23 +836,39 @@ def _check(question: str, mode: str, k: int, depth: int, budget: int) -> None:
 def _outside_the_graph(plan: dict[str, Any] | None, database: str) -> str | None:
     """What in a query plan reaches beyond ``database``'s graph, though a READ transaction
     allows it: LOAD CSV (reads the server's files, fetches URLs), SHOW and administration
-    commands, procedures outside ``db.*`` (``dbms.listConfig`` is the server's
-    configuration), another database. None when there is nothing of the kind."""
+    commands, TERMINATE TRANSACTIONS (other sessions' work), procedures outside
+    GRAPH_PROCEDURES (``dbms.listConfig`` is the server's configuration), another database,
+    in the plan's operators or in the nested plans of its expressions. None when there is
+    nothing of the kind."""
     stack = [plan] if plan else []
     while stack:
         op = stack.pop()
         kind, _, where = str(op.get("operatorType", "")).partition("@")
         details = str((op.get("args") or {}).get("Details", ""))
-        if kind == "LoadCSV":
+        # A subquery inside an expression (`[x IN l | COLLECT { ... }]`, CASE, reduce) is a
+        # nested plan: no operator of the tree, only text in its operator's Details.
+        if kind == "LoadCSV" or _NESTED_LOAD_CSV.search(details):
             return "LOAD CSV"
         if kind.startswith("Show"):
             return "SHOW " + kind.removeprefix("Show")
+        if kind.startswith("Terminate"):
+            return "TERMINATE " + kind.removeprefix("Terminate").upper()
         if kind.startswith("Administration") or (where and where.lower() != database.lower()):
             return f"an administration command or another database ({where or kind})"
-        if kind.startswith("ProcedureCall") and not details.startswith("db."):
-            return f"the procedure {details.split('(')[0] or '?'}"
+        called = _NESTED_CALL.findall(details)
+        if kind.startswith("ProcedureCall"):
+            called.append(details.split("(")[0].strip())
+        for name in called:
+            if name not in GRAPH_PROCEDURES:
+                return f"the procedure {name or '?'}"
         stack.extend(op.get("children") or [])
     return None
+
+
+# How a plan's Details show a nested plan's LOAD CSV and procedure call (string literals are
+# parameters there, so the text of a value cannot match).
+_NESTED_LOAD_CSV = re.compile(r"\bLOAD\s+CSV\b", re.IGNORECASE)
+_NESTED_CALL = re.compile(r"ResolvedCall\(\s*([^\s(]*)\s*\(")
 
 
 # -- full-text query ----------------------------------------------------------------------------

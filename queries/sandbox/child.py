@@ -454,11 +454,11 @@ def _one_line(exc: object) -> str:
 
 
 def _reply(value: Any, touched: set[int], error: str | None, limits: SandboxLimits) -> NoReturn:
-    if _State.violations:
-        error = _State.violations[0]
     body = "null"
-    if error is None:
+    if error is None and not _State.violations:
         body, error = _serialise(value, limits)
+    if _State.violations:  # refused while the code ran, or while its result's methods did
+        body, error = "null", _State.violations[0]
     signal.setitimer(signal.ITIMER_PROF, 0)  # the answer is in: don't die while writing it
     touched_json, error_json = json.dumps(sorted(touched)), json.dumps(error)
     reply = f'{{"value": {body}, "touched": {touched_json}, "error": {error_json}}}'
@@ -473,6 +473,8 @@ def _serialise(value: Any, limits: SandboxLimits) -> tuple[str, str | None]:
         return "null", "memory limit exceeded"
     except (ValueError, TypeError, RecursionError) as exc:
         return "null", f"result could not be serialised: {_one_line(exc)}"
+    except BaseException as exc:  # the code's own methods (a mapping's items()) raised it
+        return "null", f"result could not be serialised: {type(exc).__name__}: {_one_line(exc)}"
     if len(body) > limits.max_output_bytes:
         return "null", f"output too large ({len(body)} bytes > {limits.max_output_bytes})"
     return body, None

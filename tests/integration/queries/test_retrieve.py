@@ -4,7 +4,10 @@ embedder."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -210,6 +213,68 @@ def test_read_only_cypher_stays_inside_the_graph(engine: Retriever, corpus: str)
         cypher_query="CALL db.labels() YIELD label RETURN label",
     )
     assert ok.counts["cypher_rows"] >= 3
+
+
+def test_read_only_cypher_stays_inside_the_graph_in_nested_plans(
+    engine: Retriever, corpus: str
+) -> None:
+    # A subquery inside an expression (a list comprehension, CASE, reduce) is planned as a
+    # nested plan that is no operator of the plan tree; TERMINATE TRANSACTIONS and db.*
+    # procedures that act on the server are allowed by a READ transaction too.
+    fetched: list[bytes] = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/x.csv"
+        answering = threading.Thread(target=_answer_http, args=(server, fetched), daemon=True)
+        answering.start()
+        for query, says in (
+            (
+                f"RETURN CASE WHEN true THEN COLLECT {{ LOAD CSV FROM '{url}' AS l "
+                "RETURN l[0] } END AS x",
+                "LOAD CSV",
+            ),
+            (
+                "RETURN [x IN [1] | COLLECT { CALL dbms.listConfig() YIELD name, value "
+                "RETURN name + '=' + value }] AS x",
+                "dbms.listConfig",
+            ),
+            (
+                "RETURN reduce(s = [], x IN [1] | s + COLLECT { CALL dbms.showCurrentUser() "
+                "YIELD username RETURN username }) AS x",
+                "dbms.showCurrentUser",
+            ),
+            ("TERMINATE TRANSACTIONS ['neo4j-transaction-1']", "TERMINATE TRANSACTIONS"),
+            ("CALL db.stats.collect('QUERIES')", "db.stats.collect"),
+            ("CALL db.stats.retrieve('QUERIES') YIELD data RETURN data", "db.stats.retrieve"),
+            ("CALL db.clearQueryCaches()", "db.clearQueryCaches"),
+        ):
+            r = engine.retrieve("q", tenant=corpus, mode="code", cypher_query=query)
+            assert "cypher_rows" not in r.counts, (query, r.context)
+            assert r.counts["code_error"].startswith("cypher refused:"), r.counts
+            assert says in r.counts["code_error"], r.counts
+    assert fetched == []
+    # Reads of the graph in nested plans, and strings that only name LOAD CSV, still run.
+    ok = engine.retrieve(
+        "q",
+        tenant=corpus,
+        mode="code",
+        cypher_query="RETURN 'LOAD CSV' AS s, [x IN [1] | COUNT { CALL db.labels() "
+        "YIELD label RETURN label }] AS n, CASE WHEN true THEN COLLECT { MATCH (t:Turn "
+        "{tenant: $tenant, trajectory_id: 'synthetic-retries'}) RETURN t.idx } END AS idx",
+    )
+    assert ok.counts["cypher_rows"] == 1, ok.counts
+    assert '"s": "LOAD CSV"' in ok.context
+
+
+def _answer_http(server: socket.socket, requests: list[bytes]) -> None:
+    # Answers every request with a one-line CSV, so a fetch that got through ends at once.
+    with contextlib.suppress(OSError):
+        while True:
+            conn, _ = server.accept()
+            with conn:
+                requests.append(conn.recv(4096))
+                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\na\n")
 
 
 def test_another_embedding_model_is_refused_not_mixed(driver: Any, corpus: str) -> None:

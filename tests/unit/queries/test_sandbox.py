@@ -256,6 +256,30 @@ def test_huge_output_is_refused() -> None:
     assert (result.error or "").startswith("output too large (")
 
 
+_USER_DICT = "import collections\nclass D(collections.UserDict):\n    def items(self):\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("        raise KeyError('boom')", "result could not be serialised: KeyError: 'boom'"),
+        ("        raise SystemExit(1)", "result could not be serialised: SystemExit: 1"),
+        ("        import os\n        return []", "import of 'os' is not allowed"),
+        (
+            "        try:\n            import os\n        except ImportError:\n"
+            "            pass\n        return []",
+            "import of 'os' is not allowed",
+        ),
+    ],
+)
+def test_the_results_own_methods_fail_as_the_code_would(body: str, says: str) -> None:
+    # Serialising the result runs methods the code defined (a mapping's items()): what they
+    # raise, or try, is the code's error, not the sandbox's failure.
+    result = run(_USER_DICT + body + "\nresult = D(a=1)")
+    assert result.value is None
+    assert result.error == says
+
+
 def test_parent_is_unaffected_after_escapes(tmp_path: Path) -> None:
     cwd, pid = os.getcwd(), os.getpid()
     for code in ("import os\nos.fork()", "x = 'a' * (10**10)", "while True:\n    pass"):
