@@ -104,6 +104,9 @@ def neo4j_conf(local: LocalServerSettings, *, database: str = "neo4j") -> str:
         "server.http.enabled=false",
         "server.https.enabled=false",
         "dbms.security.auth_enabled=true",
+        # Nothing of trajgraph loads CSV; a caller's Cypher that slipped a file:// LOAD CSV past
+        # the retrieval engine's plan check must still not read the server's own files.
+        "dbms.security.allow_csv_import_from_file_urls=false",
         # Only read when the data dir is created: makes NEO4J_DATABASE the default database.
         f"initial.dbms.default_database={database}",
         f"server.directories.data={p.data_dir}",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import neo4j
 import pytest
-from neo4j.exceptions import AuthError
+from neo4j.exceptions import AuthError, ClientError
 
 from trajgraph.errors import ServerError
 from trajgraph.graph import local_server as ls
@@ -46,6 +46,12 @@ def test_second_server_life_cycle(neo4j_settings: Settings, tmp_path: Path) -> N
         with neo4j.GraphDatabase.driver(st.bolt_uri, auth=(neo.user, neo.password)) as drv:
             records, _, _ = drv.execute_query("RETURN 1 AS one", database_=neo.database)
             assert records[0]["one"] == 1
+            # Its own files are out of LOAD CSV's reach (the conf it was started with).
+            with pytest.raises(ClientError, match="allow_csv_import_from_file_urls"):
+                drv.execute_query(
+                    "LOAD CSV FROM 'file:///conf/neo4j.conf' AS line RETURN line LIMIT 1",
+                    database_=neo.database,
+                )
         with (
             neo4j.GraphDatabase.driver(st.bolt_uri, auth=(neo.user, neo.password + "-x")) as bad,
             pytest.raises(AuthError),

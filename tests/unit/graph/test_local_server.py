@@ -64,6 +64,7 @@ def test_write_conf_content(tmp_path: Path) -> None:
     assert conf["server.http.enabled"] == "false"
     assert conf["server.https.enabled"] == "false"
     assert conf["dbms.security.auth_enabled"] == "true"
+    assert conf["dbms.security.allow_csv_import_from_file_urls"] == "false"
     assert conf["dbms.usage_report.enabled"] == "false"
     assert conf["server.memory.heap.max_size"] == "300m"
     assert conf["server.memory.pagecache.size"] == "64m"
