@@ -556,6 +556,18 @@ def case_recurring_failures(lib: Lib) -> None:
     assert keys == sorted(keys)
 
 
+def _signature_uid(lib: Lib, tenant: str) -> str:
+    """The uid of SIGNATURE's node in ``tenant``."""
+    return str(
+        lib.driver.execute_query(
+            "MATCH (g:Signature {tenant: $t, text: $s}) RETURN g.uid AS uid",
+            t=tenant,
+            s=SIGNATURE,
+            database_=lib.database,
+        ).records[0]["uid"]
+    )
+
+
 def case_resolutions(lib: Lib) -> None:
     rows = lib.run("resolutions")
     assert [(r["trajectory"], r["outcome"]) for r in rows] == [
@@ -575,13 +587,7 @@ def case_resolutions(lib: Lib) -> None:
     assert port["resolution"][0]["keys"] == ["edit conf/server.ini"]
     assert port["resolution"][0]["action"] == EDIT
     # by uid too; an unknown signature has no rows
-    uid = lib.driver.execute_query(
-        "MATCH (g:Signature {tenant: $t, text: $s}) RETURN g.uid AS uid",
-        t=lib.tenant,
-        s=SIGNATURE,
-        database_=lib.database,
-    ).records[0]["uid"]
-    assert lib.run("resolutions", signature=uid) == rows
+    assert lib.run("resolutions", signature=_signature_uid(lib, lib.tenant)) == rows
     assert lib.run("resolutions", signature="no such failure") == []
 
 
@@ -629,22 +635,6 @@ def _body(text: str) -> str:
     return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
 
 
-def _header_params(spec: str) -> list[str]:
-    """Names from 'a (string), b (int, or null), c (...)': split on top-level commas."""
-    names, depth, part = [], 0, ""
-    for ch in spec + ",":
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            names.append(part.strip().split(" ", 1)[0])
-            part = ""
-        else:
-            part += ch
-    return names
-
-
 def test_every_library_file_has_a_test_case() -> None:
     assert sorted(CASES) == library.names()
 
@@ -659,7 +649,7 @@ def test_header_documents_exactly_the_params_the_query_uses(
     assert len(header.get("purpose", "")) > 40
     used = set(re.findall(r"\$(\w+)", _body(query.text)))
     assert "tenant" in used, f"{name} is not filtered by $tenant"
-    documented = _header_params(header.get("params", ""))
+    documented = [p.name for p in library.parse_params(header.get("params", ""))]
     assert len(documented) == len(set(documented))
     assert set(documented) == used
     example = example_params(driver, neo4j_settings.neo4j.database, name)
@@ -817,13 +807,7 @@ def test_a_tenant_sees_only_its_own_graph(name: str, lib: Lib) -> None:
         their_error = _state_uid(Lib(lib.driver, lib.database, lib.other, ""), PORT, 1, "error")
         assert lib.run(name, trajectory=PORT, turn=None, state=their_error, depth=3) == []
     if name == "resolutions":
-        uid = lib.driver.execute_query(
-            "MATCH (g:Signature {tenant: $t, text: $s}) RETURN g.uid AS uid",
-            t=lib.other,
-            s=SIGNATURE,
-            database_=lib.database,
-        ).records[0]["uid"]
-        assert lib.run(name, signature=uid) == []
+        assert lib.run(name, signature=_signature_uid(lib, lib.other)) == []
 
 
 # Plan operators a query may use although they read more than an index would, and why.

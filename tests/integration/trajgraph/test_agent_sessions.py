@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +182,26 @@ def test_hook_incremental_writes_equal_a_batch_ingest(
     _as_ingested_alone(ingested, driver, db, tenant, lines[:upto], tmp_path / "batch")
 
 
+def _live_session(
+    corpus: Path, tmp_path: Path, engine: HookEngine, tenant: str
+) -> tuple[list[bytes], list[int], Callable[[int], None]]:
+    """The real session's lines, the line after each tool call's result, and a hook call
+    that sees the transcript grown to a given line (written whole each time)."""
+    source = corpus / "claude-code" / f"{A758}.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    at = [max(first, result_at) for first, result_at, _ in _calls(source)]
+    growing = tmp_path / "live" / f"{A758}.jsonl"
+    growing.parent.mkdir()
+
+    def hook_sees(upto: int) -> None:
+        growing.write_bytes(b"".join(lines[:upto]))
+        engine.post_tool_use(
+            tenant=tenant, transcript_path=str(growing), tool_use_id=None, wait_s=0
+        )
+
+    return lines, at, hook_sees
+
+
 def test_hook_rewrites_whole_when_another_writer_replaced_the_session(
     corpus: Path,
     driver: Any,
@@ -195,20 +215,9 @@ def test_hook_rewrites_whole_when_another_writer_replaced_the_session(
     wrote: the hook's next write must then rewrite the trajectory whole, not add its delta to
     the other version (a mix stored under the hook's hash, which every later ingest would
     skip as unchanged)."""
-    source = corpus / "claude-code" / f"{A758}.jsonl"
-    lines = source.read_bytes().splitlines(keepends=True)
-    calls = _calls(source)
-    at = [max(first, result_at) for first, result_at, _ in calls]
-    growing = tmp_path / "live" / f"{A758}.jsonl"
-    growing.parent.mkdir()
     db = neo4j_settings.neo4j.database
     engine = HookEngine(driver, database=db)
-
-    def hook_sees(upto: int) -> None:
-        growing.write_bytes(b"".join(lines[:upto]))
-        engine.post_tool_use(
-            tenant=tenant, transcript_path=str(growing), tool_use_id=None, wait_s=0
-        )
+    lines, at, hook_sees = _live_session(corpus, tmp_path, engine, tenant)
 
     try:
         hook_sees(at[5])
@@ -236,19 +245,9 @@ def test_hook_write_waiting_for_identifiers_a_delete_removes_writes_the_session_
     while the hook writes the session's next version, which uses them: the hook's write
     waits for them, and when the delete commits, it goes on and writes the session whole
     (before, Neo4j's "Unable to load NODE" failed the hook's write)."""
-    source = corpus / "claude-code" / f"{A758}.jsonl"
-    lines = source.read_bytes().splitlines(keepends=True)
-    at = [max(first, result_at) for first, result_at, _ in _calls(source)]
-    growing = tmp_path / "live" / f"{A758}.jsonl"
-    growing.parent.mkdir()
     db = neo4j_settings.neo4j.database
     engine = HookEngine(driver, database=db)
-
-    def hook_sees(upto: int) -> None:
-        growing.write_bytes(b"".join(lines[:upto]))
-        engine.post_tool_use(
-            tenant=tenant, transcript_path=str(growing), tool_use_id=None, wait_s=0
-        )
+    lines, at, hook_sees = _live_session(corpus, tmp_path, engine, tenant)
 
     try:
         hook_sees(at[5])
