@@ -27,7 +27,6 @@ _HEADER = re.compile(r"^//\s?(\w+):\s*(.*)$")
 _RANGE = re.compile(r"^int (-?\d+)\.\.(-?\d+)")
 _AT_LEAST = re.compile(r"\bat least (-?\d+)")
 QUERY_TIMEOUT_S = 30.0
-MISSING_PARAMETER = "Neo.ClientError.Statement.ParameterMissing"
 TIMED_OUT = "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"
 # Neo4j's integers are 64-bit; a larger one fails in the driver, not as an empty answer.
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
