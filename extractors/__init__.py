@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trajgraph.errors import ConfigError
-from trajgraph.settings import LLMSettings
+from trajgraph.settings import LLMSettings, LocalLLMSettings, local_llm_endpoint
 
 if TYPE_CHECKING:
     from trajgraph.extractors.base import Extractor
@@ -20,6 +20,14 @@ def resolve(name: str, llm: LLMSettings) -> str:
     if name not in EXTRACTORS:
         raise ConfigError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}")
     return name
+
+
+def llm_for(name: str, llm: LLMSettings, local: LocalLLMSettings) -> LLMSettings:
+    """The LLM settings for extractor ``name``: ``--extractor llm`` with no model configured
+    uses the embedded server (`trajgraph llm start`) when it has been started."""
+    if name == "llm" and not llm.configured and (local.run_dir / "server.json").is_file():
+        return local_llm_endpoint(llm, local)
+    return llm
 
 
 def get_extractor(

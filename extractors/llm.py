@@ -8,11 +8,14 @@ could not be fetched, is extracted by the offline heuristic instead. No window i
 Counters (drained by the pipeline into the run summary): llm_calls, llm_retries_<reason>,
 llm_prompt_tokens, llm_completion_tokens (the server's usage, else tiktoken),
 llm_prompt_tokens_local, llm_windows, llm_cache_hits, llm_repairs, llm_fallbacks,
-llm_rejected_identifiers, llm_rejected_refs, llm_splits, llm_schema_downgrades, llm_errors.
+llm_rejected_identifiers, llm_rejected_refs, llm_splits, llm_errors, llm_truncated (and
+_repaired / _unusable), llm_probes, llm_format_fallbacks and llm_format_<dialect> (requests
+answered in each structured-output dialect, extractors/structured.py).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -25,21 +28,22 @@ from trajgraph.errors import ConfigError, LLMError, LLMReplyError
 from trajgraph.extractors.base import ExtractionBatch, Stats, WindowByWindow
 from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.extractors.llm_cache import ExtractionCache, cache_key
-from trajgraph.extractors.llm_client import ChatClient, ChatReply, reply_text
+from trajgraph.extractors.llm_client import ChatClient, ChatReply, StructuredReply, reply_text
 from trajgraph.extractors.llm_prompt import (
     PROMPT_VERSION,
+    REPLY_SCHEMA_NAME,
     Request,
     build_request,
     messages,
     pack,
     prompt_tokens,
     repair_messages,
-    response_format,
 )
 from trajgraph.extractors.llm_reply import filter_reply, parse_reply
+from trajgraph.extractors.structured import salvage_truncated
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.pipelines.windows import Window
-from trajgraph.schemas.extraction import WindowExtraction
+from trajgraph.schemas.extraction import ExtractionReply, WindowExtraction, reply_json_schema
 from trajgraph.settings import LLMSettings
 
 log = logging.getLogger(__name__)
@@ -56,15 +60,17 @@ class LLMExtractor(WindowByWindow):
     def __init__(self, settings: LLMSettings, *, use_cache: bool = True) -> None:
         if not settings.model:
             raise ConfigError(
-                "the llm extractor needs a model: set TRAJGRAPH_LLM_MODEL (and OPENAI_BASE_URL "
-                "for a server other than api.openai.com)"
+                "the llm extractor needs a model: start the local one with `trajgraph llm "
+                "start`, or set TRAJGRAPH_LLM_MODEL (and OPENAI_BASE_URL for a server other "
+                "than api.openai.com)"
             )
         if settings.pack_tokens < 1:
             raise ConfigError("TRAJGRAPH_LLM_PACK_TOKENS must be positive")
         self.settings = settings
         self.use_cache = use_cache
         self.stats = Stats()
-        self._mode = "json_object" if settings.response_format == "json_object" else "json_schema"
+        # The structured-output dialect the server accepted last (extractors/structured.py).
+        self._mode = settings.response_format
         self._fallback = HeuristicExtractor()
         # Created on first use, in the worker: none of these pickle.
         self._client: ChatClient | None = None
@@ -234,21 +240,29 @@ class LLMExtractor(WindowByWindow):
     def _run_checked(self, request: Request, trajectory_turns: list[int]) -> _Result:
         assert self._client is not None
         try:
-            msgs, reply = self._send(request)
+            sent = self._send(request)
         except LLMError as e:
             if e.status in (400, 413) and len(request.windows) > 1:
                 return self._split(request, trajectory_turns)  # most likely too long
             raise
+        reply = sent.reply
         if reply.finish_reason == "length" and len(request.windows) > 1:
             return self._split(request, trajectory_turns)  # the reply was cut off
         try:
-            parsed = parse_reply(reply_text(reply))
+            if reply.finish_reason == "length":
+                parsed = self._salvage(request, reply)
+            else:
+                parsed = parse_reply(reply_text(reply))
         except LLMReplyError as first:
+            if reply.finish_reason == "length":
+                # Asking again would be cut off at the same length: the heuristic stands in.
+                return {t: f"invalid: {first}" for t in request.turns}
             self.stats.inc("llm_repairs")
-            fmt = response_format(self._mode)
-            repair = repair_messages(msgs, reply.content or "", str(first))
-            again = self._client.complete(repair, fmt)
-            self._account(repair, fmt, again)
+            repair = repair_messages(sent.messages, reply.content or "", str(first))
+            again = self._client.complete(
+                repair, sent.shape.response_format, extra_body=sent.shape.extra_body
+            )
+            self._account(repair, sent.shape.schema_sent, again)
             try:
                 parsed = parse_reply(reply_text(again))
             except LLMReplyError as second:
@@ -264,28 +278,25 @@ class LLMExtractor(WindowByWindow):
         out.update(filtered.extractions)
         return out
 
-    def _send(self, request: Request) -> tuple[list[dict[str, str]], ChatReply]:
+    def _send(self, request: Request) -> StructuredReply:
         assert self._client is not None
-        mode = self._mode
-        msgs, fmt = messages(request, mode), response_format(mode)
-        try:
-            reply = self._client.complete(msgs, fmt)
-        except LLMError as e:
-            if not (e.status == 400 and mode == "json_schema" and self._may_downgrade()):
-                raise
-            # Servers without structured outputs reject json_schema with a 400: try the same
-            # request as json_object, and keep that mode if it works.
-            msgs, fmt = messages(request, "json_object"), response_format("json_object")
-            reply = self._client.complete(msgs, fmt)
-            if self._mode == "json_schema":
-                self._mode = "json_object"
-                self.stats.inc("llm_schema_downgrades")
-                log.warning("the LLM server rejected json_schema (%s); using json_object", e)
-        self._account(msgs, fmt, reply)
-        return msgs, reply
+        sent = self._client.complete_structured(
+            messages(request), REPLY_SCHEMA_NAME, reply_json_schema()
+        )
+        self._account(sent.messages, sent.shape.schema_sent, sent.reply)
+        self._mode = sent.shape.dialect
+        return sent
 
-    def _may_downgrade(self) -> bool:
-        return self.settings.response_format == "auto"
+    def _salvage(self, request: Request, reply: ChatReply) -> ExtractionReply:
+        """A reply cut off at the output limit: its complete items, or LLMReplyError."""
+        self.stats.inc("llm_truncated")
+        value = salvage_truncated(reply.content or "", reply_json_schema())
+        if value is None:
+            self.stats.inc("llm_truncated_unusable")
+            raise LLMReplyError("the reply was cut off at the output token limit")
+        self.stats.inc("llm_truncated_repaired")
+        log.info("reply for turns %s was cut off; kept its complete items", request.turns)
+        return parse_reply(json.dumps(value))
 
     def _split(self, request: Request, trajectory_turns: list[int]) -> _Result:
         self.stats.inc("llm_splits")
@@ -296,8 +307,10 @@ class LLMExtractor(WindowByWindow):
             out.update(self._run(build_request(part, request.task), trajectory_turns))
         return out
 
-    def _account(self, msgs: list[dict[str, str]], fmt: dict[str, Any], reply: ChatReply) -> None:
-        local = prompt_tokens(msgs, fmt)
+    def _account(
+        self, msgs: list[dict[str, str]], schema_sent: dict[str, Any] | None, reply: ChatReply
+    ) -> None:
+        local = prompt_tokens(msgs, schema_sent)
         self.stats.inc("llm_prompt_tokens_local", local)
         self.stats.inc("llm_prompt_tokens", reply.prompt_tokens if reply.prompt_tokens else local)
         completion = reply.completion_tokens

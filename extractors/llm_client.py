@@ -8,6 +8,7 @@ errors. Never retried: any other 4xx, which would fail the same way again.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import threading
 import time
@@ -21,9 +22,11 @@ import openai
 import pydantic
 
 from trajgraph.errors import LLMError, LLMReplyError
+from trajgraph.extractors import structured as so
 from trajgraph.extractors.base import Stats
-from trajgraph.settings import LLMSettings
+from trajgraph.settings import LOCAL_LLM_MODEL, LLMSettings
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 M = TypeVar("M", bound=pydantic.BaseModel)
 BACKOFF_BASE_S = 0.5
@@ -45,6 +48,15 @@ class ChatReply:
     finish_reason: str | None
     prompt_tokens: int | None  # from the server's usage, when it sends one
     completion_tokens: int | None
+
+
+@dataclass(frozen=True)
+class StructuredReply:
+    """A reply to ``complete_structured``, with what was actually sent to get it."""
+
+    reply: ChatReply
+    shape: so.Shape  # the dialect that the server accepted
+    messages: list[dict[str, str]]  # as sent (the schema appended where the dialect needs it)
 
 
 class ChatClient:
@@ -71,6 +83,10 @@ class ChatClient:
                 "names (docs/scale-out.md)",
                 fatal=True,
             )
+        if settings.model == LOCAL_LLM_MODEL:  # TRAJGRAPH_LLM_MODEL=local, never started
+            raise LLMError(
+                "the local LLM is not running: start it with `trajgraph llm start`", fatal=True
+            )
         self._client = openai.OpenAI(
             api_key=settings.api_key or (PLACEHOLDER_KEY if settings.base_url else None),
             base_url=settings.base_url,
@@ -87,22 +103,96 @@ class ChatClient:
         return self._client
 
     def complete(
-        self, messages: list[dict[str, str]], response_format: dict[str, Any]
+        self,
+        messages: list[dict[str, str]],
+        response_format: dict[str, Any] | None,
+        *,
+        extra_body: dict[str, Any] | None = None,
     ) -> ChatReply:
         """Send one chat request, retrying transient failures; LLMError once it cannot succeed."""
         s = self._settings
         extra: dict[str, Any] = {}
         if s.max_output_tokens:
-            extra["max_completion_tokens"] = s.max_output_tokens
+            # max_tokens too: llama-cpp-python and older vLLM read only that one.
+            extra["max_completion_tokens"] = extra["max_tokens"] = s.max_output_tokens
         if s.temperature is not None:
             extra["temperature"] = s.temperature
+        if response_format is not None:
+            extra["response_format"] = response_format
+        if extra_body:
+            extra["extra_body"] = extra_body
         # Plain dicts, not the SDK's TypedDicts: the messages are built from data.
         resp = self.call(
-            lambda: self._client.chat.completions.create(  # type: ignore[call-overload]
-                model=s.model, messages=messages, response_format=response_format, **extra
+            lambda: self._client.chat.completions.create(
+                model=s.model,
+                messages=messages,  # type: ignore[arg-type]
+                **extra,
             )
         )
         return _reply(resp)
+
+    def complete_structured(
+        self, messages: list[dict[str, str]], name: str, schema: dict[str, Any]
+    ) -> StructuredReply:
+        """One chat request whose reply should be JSON valid against ``schema``, in the dialect
+        this server understands (extractors/structured.py): probed once per server, then down
+        its chain when it refuses a format. The reply is not validated here: callers do."""
+        s = self._settings
+        key = f"{s.base_url or 'api.openai.com'}|{s.model}"
+        if s.response_format != "auto":
+            chain: tuple[str, ...] = (s.response_format,)
+            kind = "openai" if not s.base_url else "unknown"
+        else:
+            kind = self._server_kind(key)
+            chain = so.CHAINS[kind]
+        position = so.NEGOTIATOR.position(key) if len(chain) > 1 else 0
+        for i in range(min(position, len(chain) - 1), len(chain)):
+            sh = so.shape(chain[i], name, schema, kind)
+            sent = so.with_schema_in_prompt(messages, schema) if sh.schema_in_prompt else messages
+            try:
+                reply = self.complete(sent, sh.response_format, extra_body=sh.extra_body)
+            except LLMError as e:
+                if (
+                    i == len(chain) - 1
+                    or isinstance(e, LLMReplyError)
+                    or not so.is_format_rejection(e.status, str(e))
+                ):
+                    raise
+                self._stats.inc("llm_format_fallbacks")
+                log.warning(
+                    "the LLM server (%s) refused %s (%s); trying %s",
+                    kind,
+                    chain[i],
+                    e,
+                    chain[i + 1],
+                )
+                continue
+            if len(chain) > 1:
+                so.NEGOTIATOR.settle(key, i)
+            self._stats.inc(f"llm_format_{sh.dialect}")
+            return StructuredReply(reply, sh, sent)
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _server_kind(self, key: str) -> str:
+        """The kind of server at the base URL: asked once per process (GET /models)."""
+        known = so.NEGOTIATOR.kind(key)
+        if known is not None:
+            return known
+        owners: list[str] = []
+        if self._settings.base_url:
+            self._stats.inc("llm_probes")
+            try:
+                with self._in_flight:
+                    page = self._client.models.list()
+                owners = [str(getattr(m, "owned_by", "") or "") for m in page.data]
+            except (openai.OpenAIError, ValueError, TypeError) as e:
+                # No /models (some proxies), or not up yet (not cached: asked again next time);
+                # the generic chain finds the dialect by trying.
+                log.info("LLM server probe failed (%s); trying each structured format", e)
+                return "unknown"
+        kind = so.server_kind(self._settings.base_url, owners)
+        so.NEGOTIATOR.set_kind(key, kind)
+        return so.NEGOTIATOR.kind(key) or kind
 
     def call(self, request: Callable[[], T], *, prefix: str = "llm") -> T:
         """``request()`` with the retry policy; counters go to ``<prefix>_calls`` and
@@ -118,6 +208,11 @@ class ChatClient:
                 reason, last = "429", _describe(e)
                 delay = retry_after(e.response.headers) if e.response is not None else None
             except openai.InternalServerError as e:
+                if so.is_format_rejection(e.status_code, _describe(e)):
+                    # Not an outage: this server refuses the request's format (and would again).
+                    raise LLMError(
+                        f"the server refused the request: {_describe(e)}", status=e.status_code
+                    ) from e
                 reason, last, delay = "5xx", _describe(e), None
             except openai.APITimeoutError:  # before APIConnectionError: it is a subclass
                 reason, last, delay = "timeout", f"no reply within {s.timeout_s:g}s", None

@@ -23,7 +23,7 @@ from typing import Any
 from trajgraph.extractors.base import haystack
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
 from trajgraph.pipelines.windows import Window
-from trajgraph.schemas.extraction import reply_json_schema
+from trajgraph.schemas.extraction import MAX_WINDOWS_PER_REQUEST
 
 # Bump when the prompt or the reply contract changes: it is part of every cache key.
 PROMPT_VERSION = "extract-v1"
@@ -47,7 +47,7 @@ led to the other, with the evidence turns and a few words of reason;
 State keys are unique in the reply. Never invent, correct or shorten identifiers or values: \
 anything not found verbatim in its window is discarded. Empty lists are fine."""
 
-JSON_OBJECT_SUFFIX = "\nReply with one JSON object only, valid against this JSON Schema:\n"
+REPLY_SCHEMA_NAME = "trajgraph_extraction"
 
 REPAIR = (
     "Your reply is not valid: {error}\n"
@@ -88,14 +88,16 @@ def window_cost(window: Window, *, with_prev: bool) -> int:
 
 def pack(windows: Sequence[Window], pack_tokens: int) -> list[list[Window]]:
     """Windows (in turn order) grouped into requests of at most ``pack_tokens`` tokens of window
-    text each; a window over the limit on its own gets a request of its own."""
+    text and MAX_WINDOWS_PER_REQUEST windows each; a window over the limit on its own gets a
+    request of its own."""
     groups: list[list[Window]] = []
     current: list[Window] = []
     used = 0
     for w in sorted(windows, key=lambda w: w.turn):
         follows = bool(current) and w.prev_turn == current[-1].turn
         cost = window_cost(w, with_prev=not follows)
-        if current and used + cost > pack_tokens:
+        full = len(current) >= MAX_WINDOWS_PER_REQUEST  # the reply schema's maxItems
+        if current and (full or used + cost > pack_tokens):
             groups.append(current)
             current, used = [], 0
             cost = window_cost(w, with_prev=True)
@@ -155,25 +157,10 @@ def _nonce(*texts: str) -> str:
     return nonce
 
 
-def response_format(mode: str) -> dict[str, Any]:
-    if mode == "json_schema":
-        return {
-            "type": "json_schema",
-            "json_schema": {
-                "name": "trajgraph_extraction",
-                "strict": True,
-                "schema": reply_json_schema(),
-            },
-        }
-    return {"type": "json_object"}
-
-
-def messages(request: Request, mode: str) -> list[dict[str, str]]:
-    system = SYSTEM
-    if mode != "json_schema":
-        # Without server-side schemas, the model can only learn the contract from the prompt.
-        system += JSON_OBJECT_SUFFIX + json.dumps(reply_json_schema(), separators=(",", ":"))
-    return [{"role": "system", "content": system}, {"role": "user", "content": request.user}]
+def messages(request: Request) -> list[dict[str, str]]:
+    """The chat messages of ``request``; the schema is added where the server's structured-output
+    dialect needs it in the prompt (extractors/structured.py)."""
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": request.user}]
 
 
 def repair_messages(original: list[dict[str, str]], reply: str, error: str) -> list[dict[str, str]]:
@@ -184,12 +171,12 @@ def repair_messages(original: list[dict[str, str]], reply: str, error: str) -> l
     ]
 
 
-def prompt_tokens(msgs: Sequence[dict[str, str]], fmt: dict[str, Any]) -> int:
+def prompt_tokens(msgs: Sequence[dict[str, str]], schema_sent: dict[str, Any] | None) -> int:
     """tiktoken's count of what a request sends: message texts, per-message framing, and the
     schema when the server receives it as a parameter."""
     n = sum(count_tokens(m["content"]) + 4 for m in msgs)
-    if fmt.get("type") == "json_schema":
-        n += count_tokens(json.dumps(fmt["json_schema"]["schema"], separators=(",", ":")))
+    if schema_sent is not None:
+        n += count_tokens(json.dumps(schema_sent, separators=(",", ":")))
     return n
 
 

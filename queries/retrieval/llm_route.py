@@ -37,16 +37,14 @@ def ask_router(
         + "\n".join(lines)
         + "\n<<<END DATA>>>"
     )
-    fmt = {
-        "type": "json_schema",
-        "json_schema": {"name": "trajgraph_route", "strict": True, "schema": _schema()},
-    }
     messages = [
         {"role": "system", "content": router.ROUTER_SYSTEM},
         {"role": "user", "content": user},
     ]
     try:
-        content = reply_text(client.complete(messages, fmt))
+        content = reply_text(
+            client.complete_structured(messages, "trajgraph_route", _schema()).reply
+        )
         decision = structured(content, router.RouteDecision, _schema())
     except LLMError as e:  # the server failed, or its reply is unusable (LLMReplyError)
         log.warning("LLM router failed (%s); using the rule router", one_line(e))

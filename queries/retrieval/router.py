@@ -133,9 +133,10 @@ class RouteDecision(BaseModel):
     )
     code: str = Field(
         description="For NEED_CODE: Python over `turns` (list of dicts with idx, action, "
-        "observation) that assigns the answer to `result`; empty otherwise."
+        "observation) that assigns the answer to `result`; empty otherwise.",
+        json_schema_extra={"maxLength": 2000},  # bounds let a small model stop (schemas/)
     )
-    reason: str
+    reason: str = Field(json_schema_extra={"maxLength": 300})
 
 
 ROUTER_SYSTEM = """\

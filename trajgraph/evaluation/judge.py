@@ -34,13 +34,16 @@ JUDGE_SYSTEM = (
 
 class Answer(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    answer: str = Field(description="The answer, quoting exact values from the evidence.")
+    answer: str = Field(
+        description="The answer, quoting exact values from the evidence.",
+        json_schema_extra={"maxLength": 800},  # bounds let a small model stop (schemas/)
+    )
 
 
 class Verdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
     correct: bool
-    reason: str = Field(description="One short sentence.")
+    reason: str = Field(description="One short sentence.", json_schema_extra={"maxLength": 300})
 
 
 _SCHEMAS: dict[str, dict[str, Any]] = {}
@@ -78,12 +81,9 @@ class Judge:
 
     def _ask(self, model: type[Any], name: str, system: str, user: str) -> Any:
         schema = _schema(model)
-        fmt = {
-            "type": "json_schema",
-            "json_schema": {"name": name, "strict": True, "schema": schema},
-        }
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        reply = self._client.complete(messages, fmt)  # LLMError: the judge cannot judge
+        # LLMError: the judge cannot judge
+        reply = self._client.complete_structured(messages, name, schema).reply
         try:
             return structured(reply_text(reply), model, schema)
         except LLMReplyError as e:

@@ -262,16 +262,28 @@ class IngestSummary:
                 f"    rejected         {c.get('rejected_identifiers', 0)} identifiers/values not "
                 f"verbatim, {c.get('rejected_refs', 0)} bad references",
             ]
+            + ([f"    format           {_formats(c)}"] if _formats(c) else [])
             + (
                 [
-                    f"    schema           json_schema rejected, used json_object "
-                    f"({c['schema_downgrades']}x)"
+                    f"    truncated        {c['truncated']} replies cut off at the token limit: "
+                    f"{c.get('truncated_repaired', 0)} kept their complete items, "
+                    f"{c.get('truncated_unusable', 0)} by the heuristic instead"
                 ]
-                if c.get("schema_downgrades")
+                if c.get("truncated")
                 else []
             )
             + ([f"    errors           {c['errors']} requests failed"] if c.get("errors") else [])
         )
+
+
+def _formats(c: dict[str, int]) -> str:
+    """Which structured-output dialects answered (extractors/structured.py), and refusals."""
+    used = {k[len("format_") :]: v for k, v in c.items() if k.startswith("format_") and v}
+    used.pop("fallbacks", None)
+    text = ", ".join(f"{k} ({v}x)" for k, v in sorted(used.items()))
+    if c.get("format_fallbacks"):
+        text += f"; {c['format_fallbacks']} refused by the server, the next format tried"
+    return text
 
 
 def error_text(e: BaseException) -> str:

@@ -430,18 +430,20 @@ def test_prompt_injection_cannot_change_the_output_contract(fake_llm: FakeOpenAI
     ex.close()
 
 
-def test_server_without_json_schema_gets_json_object(fake_llm: FakeOpenAI) -> None:
+def test_server_without_json_schema_gets_the_next_dialect(fake_llm: FakeOpenAI) -> None:
     fake_llm.json_schema_supported = False
     ex = LLMExtractor(settings(fake_llm))
     batch, stats = run(ex)
     first, second = fake_llm.chat_requests
     assert first.body["response_format"]["type"] == "json_schema"
-    assert second.body["response_format"] == {"type": "json_object"}
-    assert '"windows"' in second.body["messages"][0]["content"]  # the schema is in the prompt
-    assert stats["llm_schema_downgrades"] == 1
+    # An unknown server's chain goes on to json_object with the schema as a parameter.
+    assert second.body["response_format"] == {"type": "json_object", "schema": reply_json_schema()}
+    assert stats["llm_format_fallbacks"] == 1
+    assert stats["llm_format_json_object_schema"] == 1
     assert {e.extractor for e in batch.extractions} == {"llm:fake-model"}
-    run(ex)  # the next request starts in json_object mode
-    assert fake_llm.chat_requests[-1].body["response_format"] == {"type": "json_object"}
+    run(ex)  # the next request starts in the dialect that worked
+    assert fake_llm.chat_requests[-1].body["response_format"]["type"] == "json_object"
+    assert len(fake_llm.chat_requests) == 3
     ex.close()
 
 

@@ -372,7 +372,7 @@ def test_replies_are_checked() -> None:
         (json.dumps({**ok, "cites": [3, 99]}), "does not show: [99]"),
         (json.dumps({**ok, "cites": []}), "cites no turn"),
         (json.dumps({**ok, "rule": "none"}), "rule 'none'"),
-        (json.dumps({**ok, "reminder": "x" * 700}), "over 600"),
+        (json.dumps({**ok, "reminder": "x" * 700}), "is too long"),  # the schema bound
     ]
     for content, why in bad:
         with pytest.raises(LLMReplyError, match=why.replace("[", r"\[").replace("]", r"\]")):
