@@ -167,6 +167,8 @@ class Settings:
     prism_location: Path | None = None
     # The Claude Code hook's socket, server pid and log (docs/hooks.md).
     hook_dir: Path = field(default_factory=lambda: _default_home() / "hook")
+    # Spans the OTLP receiver accepted, per tenant, tailed by its streams (docs/otlp.md).
+    otlp_spool: Path = field(default_factory=lambda: _default_home() / "otlp")
 
     def with_neo4j(self, **changes: object) -> Settings:
         return replace(self, neo4j=replace(self.neo4j, **changes))  # type: ignore[arg-type]
@@ -248,6 +250,11 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             Path(env["TRAJGRAPH_HOOK_DIR"])
             if env.get("TRAJGRAPH_HOOK_DIR")
             else _default_home() / "hook"
+        ),
+        otlp_spool=(
+            Path(env["TRAJGRAPH_OTLP_SPOOL"])
+            if env.get("TRAJGRAPH_OTLP_SPOOL")
+            else _default_home() / "otlp"
         ),
     )
     remember_secrets(settings.secrets())
