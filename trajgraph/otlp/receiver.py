@@ -116,7 +116,7 @@ def _named_tenants(export: dict[str, Any]) -> set[str]:
 
 
 def add_routes(app: FastAPI, receiver: Receiver) -> None:
-    @app.post(PATH, tags=["otlp"], include_in_schema=True)
+    @app.post(PATH, tags=["otlp"], include_in_schema=False)
     async def export_traces(request: Request) -> Response:
         """OTLP/HTTP trace export (protobuf or JSON, gzip or not): the spans become turns
         of the key's tenant through the streaming path."""
