@@ -96,6 +96,10 @@ class LocalServerSettings:
     run_dir: Path | None = None
     # JAVA_HOME from the environment: tried after java_home (TRAJGRAPH_JAVA_HOME), before PATH.
     system_java_home: Path | None = None
+    # Neo4j Browser over HTTP on 127.0.0.1 (`trajgraph neo4j start --browser`); the port is
+    # TRAJGRAPH_NEO4J_HTTP_PORT, else 213 below the Bolt port (7687 -> 7474, the usual pair).
+    browser: bool = False
+    http_port: int = 7474
 
 
 RESPONSE_FORMATS = ("auto", "json_schema", "json_object")
@@ -214,6 +218,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         java_home=Path(env["TRAJGRAPH_JAVA_HOME"]) if env.get("TRAJGRAPH_JAVA_HOME") else None,
         run_dir=Path(env["TRAJGRAPH_NEO4J_RUN"]) if env.get("TRAJGRAPH_NEO4J_RUN") else None,
         system_java_home=Path(env["JAVA_HOME"]) if env.get("JAVA_HOME") else None,
+        http_port=_int(
+            env, "TRAJGRAPH_NEO4J_HTTP_PORT", _int(env, "TRAJGRAPH_NEO4J_PORT", port_from_uri) - 213
+        ),
     )
     fault = env.get(TEST_WRITE_FAULT_VAR) or None
     if fault:
