@@ -28,7 +28,10 @@ DEMO_PARAMS = (
 )
 # why_chain draws as a table (one row per node); this draws the same chain as a graph.
 WHY_CHAIN_GRAPH = """MATCH (tr:Trajectory {tenant: $tenant, id: $trajectory})
-MATCH (target:Turn {trajectory_uid: tr.uid, idx: $turn})
+MATCH (t:Turn {trajectory_uid: tr.uid, idx: $turn})
+OPTIONAL MATCH (t)<-[:AT_TURN]-(s:State)
+WITH t, collect(s) AS states
+UNWIND [t] + states AS target
 MATCH p = (n)-[:CAUSES*0..10]->(target)
 WHERE length(p) <= $depth
 RETURN p"""
