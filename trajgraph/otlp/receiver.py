@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 PATH = "/v1/traces"
 MAX_IN_FLIGHT = 8  # exports handled at once; more get 429
 READY_CACHE_S = 1.0  # how long a Neo4j ping answers for
+SPOOL_TIMEOUT_S = 30.0
 TENANT_KEYS = ("trajgraph.tenant", "tenant")
 
 
@@ -153,8 +154,15 @@ def add_routes(app: FastAPI, receiver: Receiver) -> None:
             if not receiver.streams.ensure(tenant):
                 return _error(503, "stream_restarting", "the stream is restarting", retry_after=5)
             spool = receiver.spool.of(tenant)
-            await asyncio.wait_for(
-                run_in_threadpool(spool.append, decoded.export, decoded.span_ids), timeout=30
-            )
+            try:
+                await asyncio.wait_for(
+                    run_in_threadpool(spool.append, decoded.export, decoded.span_ids),
+                    timeout=SPOOL_TIMEOUT_S,
+                )
+            except (OSError, asyncio.TimeoutError) as e:
+                # A full or slow disk: retryable, and a retry of spans that did get spooled
+                # after all adds nothing (they are known by their ids).
+                log.warning("OTLP receiver: cannot spool: %r", e)
+                return _error(503, "spool_unavailable", "cannot store spans now", retry_after=5)
         content, media = reply(kind, decoded.rejected, "; ".join(decoded.reasons))
         return Response(content, media_type=media)
