@@ -15,7 +15,7 @@ from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
@@ -35,7 +35,7 @@ from trajgraph.otlp.spool import SPANS_FILE, Spool, tenant_dir
 from trajgraph.pipelines.adapters import otel_genai
 
 
-def _spans() -> list:  # type: ignore[type-arg]
+def _spans() -> list[ReadableSpan]:
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "unit-agent"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
