@@ -99,6 +99,16 @@ def _wait_for(driver: Any, tenant: str, want: dict[str, int], timeout: float = 1
         time.sleep(0.3)
 
 
+def _wait_for_digest(driver: Any, db: str, streamed: str, batch: str, trace: str) -> None:
+    """The streamed trajectory's digest becomes the file ingest's. Its turns can all be there
+    while the last spans (the chats, the root span: task, outcome) are still on their way."""
+    want = trajectory_digest(driver, db, batch, trace)
+    deadline = time.monotonic() + 60
+    while trajectory_digest(driver, db, streamed, trace) != want:
+        assert time.monotonic() < deadline, f"{trace}: digests still differ after 60 s"
+        time.sleep(0.3)
+
+
 def _count(driver: Any, tenant: str) -> int:
     return int(
         driver.execute_query(
@@ -172,10 +182,7 @@ def test_sdk_agent_loop_becomes_turns_equal_to_a_file_ingest(
     exported = tmp_path / "toy-trace.json"
     exported.write_text(json.dumps({"spans": [json.loads(s.to_json()) for s in spans]}))
     batch = ingested(exported).tenant
-    db = neo4j_settings.neo4j.database
-    assert trajectory_digest(driver, db, otlp.tenant, trace) == trajectory_digest(
-        driver, db, batch, trace
-    )
+    _wait_for_digest(driver, neo4j_settings.neo4j.database, otlp.tenant, batch, trace)
     rows = driver.execute_query(
         "MATCH (u:Turn {trajectory_uid: $uid}) RETURN u.idx AS idx, u.action AS action "
         "ORDER BY idx",
@@ -188,6 +195,37 @@ def test_sdk_agent_loop_becomes_turns_equal_to_a_file_ingest(
     ]
     assert otlp.spans_file(otlp.tenant).is_file()
     assert not otlp.spans_file(otlp.other).exists()  # the key decides the tenant
+
+
+def test_an_open_trace_keeps_growing_across_requests(otlp: Receiver, driver: Any) -> None:
+    """Tool spans exported one request at a time while their invoke_agent span is still
+    open: the trajectory grows by a turn with each, before the trace is complete."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "toy-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    _agent_loop(provider)
+    provider.shutdown()
+    spans = memory.get_finished_spans()
+    tools = [s for s in spans if s.name.startswith("execute_tool")]
+    others = [s for s in spans if not s.name.startswith("execute_tool")]
+    trace = f"{spans[0].context.trace_id:032x}"
+    exporter = otlp.exporter()
+    for n, tool in enumerate(tools, start=1):
+        assert exporter.export([tool]) is SpanExportResult.SUCCESS
+        _wait_for(driver, otlp.tenant, {trace: n})
+    assert exporter.export(others) is SpanExportResult.SUCCESS  # the chats, then the root
+    deadline = time.monotonic() + 60
+    while True:
+        outcome = driver.execute_query(
+            "MATCH (t:Trajectory {tenant: $tenant, id: $id}) RETURN t.task AS task",
+            tenant=otlp.tenant,
+            id=trace,
+        ).records
+        if outcome and outcome[0]["task"] == "Make the tests in tests/ pass.":
+            break
+        assert time.monotonic() < deadline, outcome
+        time.sleep(0.3)
+    assert _turns(driver, otlp.tenant) == {trace: 3}
 
 
 # -- the real traces, replayed through the exporter -------------------------------------------
@@ -244,11 +282,8 @@ def test_replayed_real_traces_equal_a_file_ingest_out_of_order_and_twice(
     turns = _turns(driver, file_tenant)
     assert set(turns) == want and sum(turns.values()) == 8
     _wait_for(driver, otlp.tenant, turns)
-    db = neo4j_settings.neo4j.database
     for trace in sorted(want):
-        assert trajectory_digest(driver, db, otlp.tenant, trace) == trajectory_digest(
-            driver, db, file_tenant, trace
-        ), trace
+        _wait_for_digest(driver, neo4j_settings.neo4j.database, otlp.tenant, file_tenant, trace)
     lines = otlp.spans_file(otlp.tenant).read_text().splitlines()
     assert len(lines) == len(batches) - 1  # the repeated batch added nothing
     assert sum(len(json.loads(line)["resourceSpans"]) > 0 for line in lines) == len(lines)
