@@ -47,6 +47,7 @@ from trajgraph import settings as settings_mod
 from trajgraph.graph import governance, ids
 from trajgraph.graph.connection import open_driver
 from trajgraph.otlp.decode import PROTOBUF, decode
+from trajgraph.otlp.streams import stream_argv
 
 
 def make_traces(n: int, steps: int) -> list[list[ReadableSpan]]:
@@ -199,19 +200,7 @@ def file_path(
     log = folder / "spans.jsonl"
     log.write_text("")
     stream = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trajgraph",
-            "stream",
-            str(folder),
-            "--tenant",
-            tenant,
-            "--poll",
-            "0.2",
-            "--dead-letter",
-            str(tmp / "file-dl"),
-        ],
+        stream_argv(folder, tenant, 0.2, tmp / "file-dl"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -57,21 +57,8 @@ class Streams:
     def _start(self, tenant: str) -> subprocess.Popen[bytes]:
         folder = tenant_dir(self.root, tenant)
         folder.mkdir(parents=True, exist_ok=True)
-        argv = [
-            sys.executable,
-            "-m",
-            "trajgraph",
-            "stream",
-            str(folder),
-            "--tenant",
-            tenant,
-            "--poll",
-            str(self.poll_s),
-            "--dead-letter",
-            str(folder / "dead-letters"),
-            "--metrics",
-            str(folder / "stream-metrics.json"),
-        ]
+        argv = stream_argv(folder, tenant, self.poll_s, folder / "dead-letters")
+        argv += ["--metrics", str(folder / "stream-metrics.json")]
         with (folder / "stream.log").open("ab") as out:
             return subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=self.env
@@ -96,6 +83,14 @@ class Streams:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def stream_argv(folder: Path, tenant: str, poll_s: float, dead_letters: Path) -> list[str]:
+    """``trajgraph stream`` over a spool folder, as a child of this Python."""
+    return [
+        *(sys.executable, "-m", "trajgraph", "stream", str(folder)),
+        *("--tenant", tenant, "--poll", str(poll_s), "--dead-letter", str(dead_letters)),
+    ]
 
 
 def child_env(neo_uri: str, user: str, password: str, database: str) -> dict[str, str]:

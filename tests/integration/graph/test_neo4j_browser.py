@@ -27,7 +27,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.queries.test_why_picture import CHROMIUM, FLAGS, png_pixels
+from tests.integration.queries.test_why_picture import (
+    CHROMIUM,
+    FLAGS,
+    chromium_env,
+    png_pixels,
+)
 from tests.integration.servers import Private, free_port, private_neo4j_server
 from tests.paths import ARTIFACTS
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
@@ -56,12 +61,6 @@ class DevTools:
             os.dup2(a, 3)
             os.dup2(b, 4)
 
-        env = {
-            **os.environ,
-            "HOME": str(tmp),
-            "XDG_CONFIG_HOME": str(tmp / "xdg-config"),
-            "XDG_CACHE_HOME": str(tmp / "xdg-cache"),
-        }
         self.proc = subprocess.Popen(
             [
                 str(CHROMIUM),
@@ -73,7 +72,7 @@ class DevTools:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=env,
+            env=chromium_env(tmp),
             cwd=tmp,
             # Not close_fds: what the child keeps is what is inheritable, i.e. fds 3 and 4
             # (os.dup2 makes them so; every other fd of Python's is not, PEP 446).
