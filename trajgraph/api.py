@@ -44,6 +44,7 @@ from trajgraph.errors import (
 from trajgraph.http_guard import ASGIApp, Receive, RequestGuard, Scope, Send
 from trajgraph.limits import (
     MAX_BODY_BYTES,
+    OTLP_MAX_BODY_BYTES,
     REQUEST_TIMEOUT_S,
     BeforeTurn,
     BriefBudget,
@@ -60,6 +61,7 @@ from trajgraph.limits import (
     TrajectoryId,
     Turn,
 )
+from trajgraph.otlp import receiver as otlp
 from trajgraph.queries import lessons as lessons_mod
 from trajgraph.queries.memory import brief as brief_mod
 from trajgraph.redaction import install_log_redaction, remember_secrets
@@ -179,9 +181,11 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
         owned = client is None
         # Started without Neo4j, the API still starts: /readyz says not ready until it is.
         app.state.client = client or TrajGraph.from_settings(settings, verify=False)
+        receiver.start()  # the OTLP receiver's streams of tenants with spooled spans
         try:
             yield
         finally:
+            receiver.close()
             if owned:
                 app.state.client.close()
 
@@ -198,7 +202,9 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
     app.state.api_keys = dict(settings.api_keys)
     # Outermost last: the guard sees the request first, then the id paths, then FastAPI.
     app.add_middleware(TrajectoryIdPaths)
-    app.add_middleware(RequestGuard)
+    app.add_middleware(RequestGuard, path_limits={otlp.PATH: OTLP_MAX_BODY_BYTES})
+    app.state.otlp = receiver = otlp.Receiver(settings)
+    otlp.add_routes(app, receiver)
 
     def tg(request: Request) -> TrajGraph:
         return request.app.state.client

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -190,6 +191,11 @@ def _parser() -> argparse.ArgumentParser:
 
     neo = sub.add_parser("neo4j", help="manage the local Neo4j server")
     neo.add_argument("action", choices=("fetch", "start", "stop", "status"))
+    neo.add_argument(
+        "--browser",
+        action="store_true",
+        help="start: also Neo4j Browser on http://127.0.0.1:<TRAJGRAPH_NEO4J_HTTP_PORT>/browser/",
+    )
 
     lm = sub.add_parser("llm", help="manage the local LLM server (OpenAI-compatible)")
     lm.add_argument("action", choices=("start", "stop", "status"))
@@ -379,6 +385,10 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     if problem is not None:  # the one id rule (trajgraph.schemas.ids), as ingest applies it
         raise ConfigError(f"trajectory id {problem}")
     if args.command == "neo4j":
+        if args.browser:
+            settings = dataclasses.replace(
+                settings, local=dataclasses.replace(settings.local, browser=True)
+            )
         return _neo4j(args.action, settings)
     if args.command == "llm":
         return _llm(args, settings)
@@ -447,6 +457,14 @@ def _neo4j(action: str, settings: settings_mod.Settings) -> int:
     if action == "start":
         st = local_server.start(settings.neo4j, settings.local)
         print(f"Neo4j {settings.local.version} running (pid {st.pid}) at {st.bolt_uri}")
+        if settings.local.browser:
+            from trajgraph.graph.local_server import process
+
+            if not process.port_open(settings.local.http_port):
+                print("it was already running without the Browser: `trajgraph neo4j stop`, then")
+                print("`trajgraph neo4j start --browser`")
+                return 1
+            print(f"Neo4j Browser: http://127.0.0.1:{settings.local.http_port}/browser/")
         return 0
     if action == "stop":
         was = local_server.stop(settings.local)

@@ -66,9 +66,11 @@ class RequestGuard:
         *,
         max_body_bytes: int = MAX_BODY_BYTES,
         body_timeout_s: float = BODY_TIMEOUT_S,
+        path_limits: dict[str, int] | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.path_limits = path_limits or {}  # exact paths with a limit of their own
         self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -76,8 +78,9 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         try:
-            declared = self._declared_length(scope)
-            body = await self._read_body(receive, declared) if declared else None
+            limit = self.path_limits.get(scope.get("path", ""), self.max_body_bytes)
+            declared = self._declared_length(scope, limit)
+            body = await self._read_body(receive, declared, limit) if declared else None
         except _Refused as e:
             await send_error(send, e.status, e.code, e.message, close=True)
             return
@@ -85,7 +88,7 @@ class RequestGuard:
             return
         await self.app(scope, receive if body is None else _replay(body, receive), send)
 
-    def _declared_length(self, scope: Scope) -> int:
+    def _declared_length(self, scope: Scope, limit: int) -> int:
         headers: list[tuple[bytes, bytes]] = scope.get("headers") or []
         lengths = {v.strip() for k, v in headers if k.lower() == b"content-length"}
         chunked = any(k.lower() == b"transfer-encoding" for k, _ in headers)
@@ -97,7 +100,7 @@ class RequestGuard:
             )
         if len(lengths) > 1:
             raise _Refused(400, "bad_request", "the request has conflicting Content-Length values")
-        too_large = f"request bodies are limited to {self.max_body_bytes} bytes"
+        too_large = f"request bodies are limited to {limit} bytes"
         if chunked:
             # A chunked body would have to be read before its size is known: refuse it.
             raise _Refused(411, "length_required", "send a Content-Length header")
@@ -106,11 +109,11 @@ class RequestGuard:
                 raise _Refused(411, "length_required", "send a Content-Length header")
             return 0
         (raw,) = lengths
-        if not raw.isdigit() or int(raw) > self.max_body_bytes:
+        if not raw.isdigit() or int(raw) > limit:
             raise _Refused(413, "too_large", too_large)
         return int(raw)
 
-    async def _read_body(self, receive: Receive, declared: int) -> bytes:
+    async def _read_body(self, receive: Receive, declared: int, limit: int) -> bytes:
         chunks: list[bytes] = []
         size = 0
         loop = asyncio.get_running_loop()
@@ -128,11 +131,9 @@ class RequestGuard:
                 raise _Disconnected
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > max(declared, 0) or size > self.max_body_bytes:
+            if size > max(declared, 0) or size > limit:
                 # Counted on what arrived: whatever the headers said.
-                raise _Refused(
-                    413, "too_large", f"request bodies are limited to {self.max_body_bytes} bytes"
-                )
+                raise _Refused(413, "too_large", f"request bodies are limited to {limit} bytes")
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)

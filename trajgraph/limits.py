@@ -22,6 +22,9 @@ from trajgraph.schemas.ids import MAX_ID_CHARS, check_id
 from trajgraph.schemas.trajectory import max_turn_idx
 
 MAX_BODY_BYTES = 64 * 1024  # one HTTP request body (MCP over HTTP: one JSON-RPC message)
+# An OTLP trace export (POST /v1/traces): a batch of spans, as received and once inflated.
+OTLP_MAX_BODY_BYTES = 4 * 1024 * 1024
+OTLP_MAX_INFLATED_BYTES = 16 * 1024 * 1024
 BODY_TIMEOUT_S = 10.0  # to receive a whole body once its headers arrived
 HEADER_TIMEOUT_S = 10.0  # from a connection's start (or its last answer) to a request's headers
 REQUEST_TIMEOUT_S = 30.0  # one request's work (HTTP 504 after it)

@@ -97,6 +97,10 @@ class LocalServerSettings:
     run_dir: Path | None = None
     # JAVA_HOME from the environment: tried after java_home (TRAJGRAPH_JAVA_HOME), before PATH.
     system_java_home: Path | None = None
+    # Neo4j Browser over HTTP on 127.0.0.1 (`trajgraph neo4j start --browser`); the port is
+    # TRAJGRAPH_NEO4J_HTTP_PORT, else 213 below the Bolt port (7687 -> 7474, the usual pair).
+    browser: bool = False
+    http_port: int = 7474
 
 
 LOCAL_LLM_MODEL = "local"  # TRAJGRAPH_LLM_MODEL=local: the embedded server (`trajgraph llm`)
@@ -186,6 +190,8 @@ class Settings:
     prism_location: Path | None = None
     # The Claude Code hook's socket, server pid and log (docs/hooks.md).
     hook_dir: Path = field(default_factory=lambda: _default_home() / "hook")
+    # Spans the OTLP receiver accepted, per tenant, tailed by its streams (docs/otlp.md).
+    otlp_spool: Path = field(default_factory=lambda: _default_home() / "otlp")
 
     def with_neo4j(self, **changes: object) -> Settings:
         return replace(self, neo4j=replace(self.neo4j, **changes))  # type: ignore[arg-type]
@@ -231,6 +237,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         java_home=Path(env["TRAJGRAPH_JAVA_HOME"]) if env.get("TRAJGRAPH_JAVA_HOME") else None,
         run_dir=Path(env["TRAJGRAPH_NEO4J_RUN"]) if env.get("TRAJGRAPH_NEO4J_RUN") else None,
         system_java_home=Path(env["JAVA_HOME"]) if env.get("JAVA_HOME") else None,
+        http_port=_int(
+            env, "TRAJGRAPH_NEO4J_HTTP_PORT", _int(env, "TRAJGRAPH_NEO4J_PORT", port_from_uri) - 213
+        ),
     )
     fault = env.get(TEST_WRITE_FAULT_VAR) or None
     if fault:
@@ -268,6 +277,11 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             Path(env["TRAJGRAPH_HOOK_DIR"])
             if env.get("TRAJGRAPH_HOOK_DIR")
             else _default_home() / "hook"
+        ),
+        otlp_spool=(
+            Path(env["TRAJGRAPH_OTLP_SPOOL"])
+            if env.get("TRAJGRAPH_OTLP_SPOOL")
+            else _default_home() / "otlp"
         ),
     )
     remember_secrets(settings.secrets())

@@ -101,7 +101,7 @@ def neo4j_conf(local: LocalServerSettings, *, database: str = "neo4j") -> str:
         "server.bolt.enabled=true",
         f"server.bolt.listen_address={addr}",
         f"server.bolt.advertised_address={addr}",
-        "server.http.enabled=false",
+        *(_browser_conf(local) if local.browser else ["server.http.enabled=false"]),
         "server.https.enabled=false",
         "dbms.security.auth_enabled=true",
         # Nothing of trajgraph loads CSV; a caller's Cypher that slipped a file:// LOAD CSV past
@@ -125,6 +125,19 @@ def neo4j_conf(local: LocalServerSettings, *, database: str = "neo4j") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _browser_conf(local: LocalServerSettings) -> list[str]:
+    """HTTP on the loopback only (auth stays on: the Browser asks for the password), and the
+    trajgraph guide played after connecting (graph/local_server/browser.py)."""
+    http = f"{HOST}:{local.http_port}"
+    return [
+        "server.http.enabled=true",
+        f"server.http.listen_address={http}",
+        f"server.http.advertised_address={http}",
+        f"browser.post_connect_cmd=play http://{http}/browser/trajgraph-guide.html",
+        f"browser.remote_content_hostname_whitelist={HOST}",
+    ]
+
+
 def write_conf(local: LocalServerSettings, *, database: str = "neo4j") -> Path:
     """Write <run_dir>/conf/neo4j.conf (strict validation stays on: typos fail loudly)."""
     p = paths(local)
@@ -134,6 +147,8 @@ def write_conf(local: LocalServerSettings, *, database: str = "neo4j") -> Path:
 
 
 def java_command(java: Path, local: LocalServerSettings) -> list[str]:
+    from trajgraph.graph.local_server.browser import browser_dir
+
     p = paths(local)
     return [
         str(java),
@@ -141,7 +156,7 @@ def java_command(java: Path, local: LocalServerSettings) -> list[str]:
         f"-Xmx{local.heap}",
         *JVM_FLAGS,
         "-cp",
-        f"{p.lib_dir}/*",
+        f"{p.lib_dir}/*" + (f":{browser_dir(local)}" if local.browser else ""),
         ENTRY_POINT,
         f"--home-dir={p.run_dir}",
         f"--config-dir={p.conf_file.parent}",

@@ -80,6 +80,10 @@ def start(neo: Neo4jSettings, local: LocalServerSettings, *, log: Log = print) -
                 )
             java = find_java(local)
             ensure_jars(local, log=log)
+            if local.browser:
+                from trajgraph.graph.local_server.browser import ensure_browser
+
+                ensure_browser(local, log=log)
             make_dirs(p.data_dir, p.logs_dir, p.conf_file.parent)
             write_conf(local, database=neo.database)
             log(

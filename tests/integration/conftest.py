@@ -41,11 +41,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def neo4j_settings() -> Settings:
+def neo4j_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """The full Settings from the environment (`.neo4j` for the connection, `.local` for the
     embedded server), minus any LLM: tests never reach a real model (or the internet); the LLM
-    tests point at tests/fake_openai.py themselves."""
-    return dataclasses.replace(load(), llm=LLMSettings())
+    tests point at tests/fake_openai.py themselves. The OTLP receiver's spool is the run's own:
+    an app the tests start never resumes streams of spans a developer's server spooled."""
+    return dataclasses.replace(
+        load(), llm=LLMSettings(), otlp_spool=tmp_path_factory.mktemp("otlp-spool")
+    )
 
 
 @pytest.fixture(scope="session")

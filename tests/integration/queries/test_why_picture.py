@@ -49,24 +49,28 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
-    """One headless Chromium run with a fresh profile and HOME under `tmp`. On timeout its
-    whole process group (it was started in a new session) is killed, then the test fails."""
-    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
-    profile.mkdir()
-    env = {
+def chromium_env(tmp: Path) -> dict[str, str]:
+    """Chromium's environment: HOME and XDG folders under ``tmp``, nothing of the user's."""
+    return {
         **os.environ,
         "HOME": str(tmp),
         "XDG_CONFIG_HOME": str(tmp / "xdg-config"),
         "XDG_CACHE_HOME": str(tmp / "xdg-cache"),
     }
+
+
+def chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    """One headless Chromium run with a fresh profile and HOME under `tmp`. On timeout its
+    whole process group (it was started in a new session) is killed, then the test fails."""
+    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
+    profile.mkdir()
     cmd = [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=chromium_env(tmp),
         cwd=tmp,
         start_new_session=True,
     )

@@ -75,6 +75,30 @@ def test_write_conf_content(tmp_path: Path) -> None:
     assert "server.config.strict_validation.enabled" not in conf
 
 
+def test_browser_conf_http_on_the_loopback_auth_on_and_the_browser_on_the_classpath(
+    tmp_path: Path,
+) -> None:
+    from trajgraph.graph.local_server.browser import GUIDE, browser_dir, guide_html
+    from trajgraph.queries import library
+
+    local = _local(tmp_path, bolt_port=7799, browser=True, http_port=7586)
+    conf = _conf_dict(ls.neo4j_conf(local))
+    assert conf["server.http.enabled"] == "true"
+    assert conf["server.http.listen_address"] == "127.0.0.1:7586"
+    assert conf["server.default_listen_address"] == "127.0.0.1"
+    assert conf["dbms.security.auth_enabled"] == "true"
+    assert conf["browser.post_connect_cmd"] == f"play http://127.0.0.1:7586/browser/{GUIDE}"
+    classpath = ls.java_command(Path("/usr/bin/java"), local)[-4]
+    assert classpath == f"{ls.paths(local).lib_dir}/*:{browser_dir(local)}"
+    assert ls.java_command(Path("/usr/bin/java"), _local(tmp_path))[-4].endswith("/lib/*")
+    # The default HTTP port is 213 below the Bolt port: 7687 -> 7474, the usual pair.
+    assert load({"NEO4J_URI": "bolt://127.0.0.1:7713"}).local.http_port == 7500
+    assert load({"TRAJGRAPH_NEO4J_HTTP_PORT": "9000"}).local.http_port == 9000
+    guide = guide_html()
+    assert all(f"<h3>{name}</h3>" in guide for name in library.names())
+    assert "<script" not in guide.lower() and "&lt;" in guide  # query text escaped
+
+
 def test_conf_rejects_bad_memory_size(tmp_path: Path) -> None:
     with pytest.raises(ServerError, match="heap size"):
         ls.neo4j_conf(_local(tmp_path, heap="lots"))

@@ -1,0 +1,1 @@
+"""The OTLP/HTTP trace receiver of ``trajgraph serve`` (docs/otlp.md)."""
