@@ -347,15 +347,16 @@ def fail(e: BaseException) -> int:
 
 def _hook(argv: list[str]) -> int:
     which = argv[0] if argv else ""
-    if which == "claude-code":
+    if which in ("claude-code", "codex"):
         from trajgraph.hooks import claude_code
 
-        if {"-h", "--help"} & set(argv[1:]):  # a person asking, not Claude Code
-            print(claude_code.build_parser().format_help(), end="")
+        if {"-h", "--help"} & set(argv[1:]):  # a person asking, not the agent
+            print(claude_code.build_parser(which).format_help(), end="")
             return 0
-        return claude_code.main(argv[1:])  # never fails: silence, logged, is its error path
+        # never fails: silence, logged, is its error path
+        return claude_code.main(argv[1:], agent=which)
     p = argparse.ArgumentParser(prog="trajgraph hook", description="agent hooks (docs/hooks.md)")
-    p.add_argument("action", choices=("claude-code", "serve", "stop"))
+    p.add_argument("action", choices=("claude-code", "codex", "serve", "stop"))
     p.add_argument("--idle-minutes", type=float, default=30.0, help="serve: stop when idle")
     args = p.parse_args(argv)
     settings = settings_mod.load()
