@@ -297,8 +297,11 @@ def recurring_failures(facts: ProjectFacts) -> list[MemoryItem]:
             if not st.failed(turn):
                 continue
             for uid, text in st.signatures.get(turn.turn, []):
-                entry = seen.setdefault(uid, {"text": text, "cites": [], "error": ""})
+                entry = seen.setdefault(
+                    uid, {"text": text, "cites": [], "error": "", "cmds": set()}
+                )
                 entry["cites"].append(Cite(st.session, turn.turn))
+                entry["cmds"].add(first_line(turn.action, COMMAND_CHARS))
                 entry["error"] = entry["error"] or turn.failure_text(ERROR_CHARS)
     fixes: dict[str, tuple[Cite, str]] = {}
     for r in facts.resolutions:
@@ -328,7 +331,13 @@ def recurring_failures(facts: ProjectFacts) -> list[MemoryItem]:
         text += f" Got past it at {fix[0]}: `{fix[1]}`." if fix else " Nothing got past it."
         items.append(
             MemoryItem(
-                "recurring_failure", uid, text, cites, sessions, len(cites), words_of(e["text"])
+                "recurring_failure",
+                uid,
+                text,
+                cites,
+                sessions,
+                len(cites),
+                words_of(e["text"], *e["cmds"]),
             )
         )
     return items
