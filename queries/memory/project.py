@@ -6,8 +6,8 @@ machine, else the path itself. A session belongs to it when its logged working d
 same tenant. The memory is three kinds of items, each citing sessions and turns:
 
 * **recurring failures**: a failure signature (extractors/signatures.py) that failed at least
-  twice in the project's sessions, the error verbatim, and what got past it (the step of a
-  resolved episode, or the re-run) or that nothing did;
+  twice (``min_failures``) in the project's sessions, the error verbatim, and what got past
+  it (the step of a resolved episode, or the re-run) or that nothing did;
 * **commands that never worked here**: a command (canonical form, flags kept) whose every run
   in the project failed;
 * **files whose edits broke things**: a ``file_changed`` state with a ``CAUSES`` edge to a
@@ -45,6 +45,7 @@ MIN_BUDGET = 40
 MAX_BUDGET = 4000
 MAX_SESSIONS = 50  # the project's sessions read (most turns first)
 ACTION_CHARS = 2000
+TAIL = 600  # the observation's end: its last line says a failure no error line names
 ERROR_CHARS = 160
 COMMAND_CHARS = 90
 HEAD = "trajgraph memory of earlier sessions in this project"
@@ -67,6 +68,7 @@ PROJECT_TURNS = """
 UNWIND $tuids AS tuid
 MATCH (t:Turn {trajectory_uid: tuid})
 RETURN t.trajectory_id AS trajectory, t.idx AS turn, left(t.action, $action_chars) AS action,
+       right(t.observation, $tail_chars) AS tail,
        COLLECT {
          MATCH (t)<-[:AT_TURN]-(s:State) WHERE s.kind IN ['error', 'exit_code']
          RETURN {kind: s.kind, subject: s.subject, value: s.value} AS r ORDER BY r.kind, r.value
@@ -221,12 +223,13 @@ class Reader:
 
     def facts(self, tuids: list[str]) -> ProjectFacts:
         by_session: dict[str, SessionTurns] = {}
-        for r in self.read(PROJECT_TURNS, tuids=tuids, action_chars=ACTION_CHARS):
+        turns = self.read(PROJECT_TURNS, tuids=tuids, action_chars=ACTION_CHARS, tail_chars=TAIL)
+        for r in turns:
             st = by_session.setdefault(r["trajectory"], SessionTurns(r["trajectory"], [], {}))
             results = [
                 Result(x["kind"], x["subject"] or "", "", x["value"] or "") for x in r["results"]
             ]
-            st.turns.append(TurnRecord(r["turn"], r["action"] or "", results))
+            st.turns.append(TurnRecord(r["turn"], r["action"] or "", results, r["tail"] or ""))
             if r["signatures"]:
                 st.signatures[r["turn"]] = [(g["uid"], g["text"]) for g in r["signatures"]]
         return ProjectFacts(
@@ -290,7 +293,7 @@ def _cites(cites: Sequence[Cite], limit: int = 3) -> str:
     return shown + (f", +{len(cites) - limit} more" if len(cites) > limit else "")
 
 
-def recurring_failures(facts: ProjectFacts) -> list[MemoryItem]:
+def recurring_failures(facts: ProjectFacts, min_failures: int = 2) -> list[MemoryItem]:
     seen: dict[str, dict[str, Any]] = {}
     for st in facts.sessions:
         for turn in st.turns:
@@ -322,7 +325,7 @@ def recurring_failures(facts: ProjectFacts) -> list[MemoryItem]:
     items: list[MemoryItem] = []
     for uid, e in seen.items():
         cites: list[Cite] = e["cites"]
-        if len(cites) < 2:
+        if len(cites) < min_failures:
             continue
         sessions = len({c.session for c in cites})
         where = f"{len(cites)} times in {sessions} session{'s' if sessions > 1 else ''}"
@@ -440,6 +443,7 @@ def project_brief(
     exclude: Iterable[str] = (),
     prompt: str | None = None,
     resolve_root: bool = True,
+    min_failures: int = 2,
     timeout_s: float = QUERY_TIMEOUT_S,
 ) -> ProjectBrief:
     """What the project's other sessions learned, within ``budget`` tokens ("" = silence)."""
@@ -452,7 +456,7 @@ def project_brief(
         reader = Reader(session, tenant, timeout_s)
         found = reader.sessions(root, exclude)
         facts = reader.facts([uid for _, uid in found]) if found else ProjectFacts([], [], [])
-    items = recurring_failures(facts) + never_worked(facts) + risky_files(facts)
+    items = recurring_failures(facts, min_failures) + never_worked(facts) + risky_files(facts)
     considered: dict[str, int] = {k: sum(1 for i in items if i.kind == k) for k in KINDS}
     if prompt is not None:
         items = relevant(items, prompt)
