@@ -400,7 +400,13 @@ def replay_codex(
         }
         ms, out = _hook("codex", hook, env, tenant)
         times["PreToolUse"].append(ms)
-        fired += bool(out.strip())
+        if out.strip():
+            fired += 1
+            said = json.loads(out)["hookSpecificOutput"]
+            text = said.get("additionalContext") or said.get("permissionDecisionReason", "")
+            print(
+                f"  PreToolUse {path.name[:40]} call {len(times['PreToolUse']) - 1}: {text[:300]}"
+            )
         if call_id in outputs:
             live.write_bytes(b"".join(raw[: outputs[call_id] + 1]))
             post = {**hook, "hook_event_name": "PostToolUse", "tool_response": "", "turn_id": "t"}
