@@ -21,7 +21,8 @@ rollouts (../shared/corpora/codex-sessions) are ingested once into a temporary t
 Then a warm hook server answers ``trajgraph hook`` subprocesses as the agents would run them:
 SessionStart and UserPromptSubmit (S's first prompt) for every session, and PreToolUse /
 PostToolUse for every tool call of the Codex rollouts that have outputs (codemie-code: the
-rollout grows call by call). Wall time per event: p50 / p95.
+rollout grows call by call, 0.5 s of model time after each output). Wall time per event,
+p50 / p95, and the server's own share (from its log).
 
     python -m bench.memory_replay [--budget 300] [--scope project|tenant] [--skip-hook] [--json]
 
@@ -66,6 +67,7 @@ from trajgraph.queries.memory.project import (
 
 _SCRIPT = Path(sys.executable).with_name("trajgraph")
 TRAJGRAPH = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "trajgraph.cli"]
+THINK_S = 0.5  # model time between a call's output and the next call (as bench.hook_replay)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]+")
 SESSIONS_QUERY = """
 MATCH (t:Trajectory {tenant: $tenant})
@@ -350,12 +352,21 @@ def hook_latency(sessions: list[Session], tenant: str, work: Path) -> dict[str, 
     finally:
         server.terminate()
         server.wait(timeout=30)
+    # the server's own share, from its log lines ("... SessionStart session x: ... server=12.3")
+    inside_ms: dict[str, list[float]] = {k: [] for k in times}
+    log_path = hook_dir / "hook.log"
+    for line in log_path.read_text(errors="replace").splitlines() if log_path.exists() else []:
+        m = re.search(r" (\w+) session .* server=([\d.]+)", line)
+        if m and m.group(1) in inside_ms:
+            inside_ms[m.group(1)].append(float(m.group(2)))
     return {
         event: {
             "calls": len(ms),
             "answered": said[event],
             "p50_ms": pct(ms, 50),
             "p95_ms": pct(ms, 95),
+            "server_p50_ms": pct(inside_ms[event], 50),
+            "server_p95_ms": pct(inside_ms[event], 95),
         }
         for event, ms in times.items()
     }
@@ -412,6 +423,7 @@ def replay_codex(
             post = {**hook, "hook_event_name": "PostToolUse", "tool_response": "", "turn_id": "t"}
             ms, _ = _hook("codex", post, env, tenant)
             times["PostToolUse"].append(ms)
+            time.sleep(THINK_S)  # the model's turn: the server writes the call meanwhile
     return fired
 
 
@@ -514,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
                 settings=settings,
             )
             ingest_s = time.perf_counter() - started
+            print(f"load average (1 min) at the start: {os.getloadavg()[0]:.1f}")
             if summary.dead_lettered:
                 raise SystemExit(f"{summary.dead_lettered} records dead-lettered")
             rows = replay(driver, database, tenant, args.budget, args.scope, args.min_failures)
@@ -539,15 +552,16 @@ def main(argv: list[str] | None = None) -> int:
                     sessions = sessions_of(Reader(s, tenant, 30.0))
                 latency = hook_latency(sessions, tenant, Path(tmp))
                 print(
-                    "\n| event | hook calls | answered (not silence) | p50 | p95 |\n"
-                    "|---|---:|---:|---:|---:|"
+                    "\n| event | hook calls | answered (not silence) | hook p50 / p95 | "
+                    "server's share p50 / p95 |\n|---|---:|---:|---:|---:|"
                 )
                 for event, v in latency.items():
                     print(
                         f"| {event} | {v['calls']} | {v['answered']} | "
-                        f"{v['p50_ms']} ms | {v['p95_ms']} ms |"
+                        f"{v['p50_ms']} / {v['p95_ms']} ms | "
+                        f"{v['server_p50_ms']} / {v['server_p95_ms']} ms |"
                     )
-                print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+                print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.1f}")
             if args.json:
                 print(
                     json.dumps({"rows": [r.__dict__ for r in rows], "hook": latency}, default=str)

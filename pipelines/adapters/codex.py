@@ -64,6 +64,7 @@ _PATCH_PATH = re.compile(
 )
 MAX_BAD_LINES = 20
 FINAL_TEXT_CHARS = 2_000
+ESCALATED = "# codex: run outside the sandbox (require_escalated)"
 COMPACTED_MARK = "[Codex compacted the conversation here: earlier context was summarized]"
 
 
@@ -188,14 +189,18 @@ def render_patch(patch: str) -> str:
 
 
 def render_action(name: str, args: Any) -> str:
-    """The call as text: the command it runs or the files it edits first, arguments verbatim."""
+    """The call as text: the command it runs or the files it edits first, arguments verbatim.
+    A command run outside the sandbox says so on a second line: it is another action than the
+    same command inside it (which the sandbox may have refused)."""
     a = args if isinstance(args, dict) else {}
-    if name in SHELL_TOOLS:
-        shell = _shell_text(a.get("command"))
-        if shell is not None:
-            return shell
+    shell = _shell_text(a.get("command")) if name in SHELL_TOOLS else None
     if name == "exec_command" and isinstance(a.get("cmd"), str):
-        return str(a["cmd"])
+        shell = str(a["cmd"])
+    if shell is not None:
+        escalated = a.get("sandbox_permissions") == "require_escalated" or (
+            a.get("with_escalated_permissions") is True
+        )
+        return f"{shell}\n{ESCALATED}" if escalated else shell
     if name == "apply_patch":
         patch = args if isinstance(args, str) else a.get("input", a.get("patch"))
         if isinstance(patch, str):

@@ -48,6 +48,8 @@ ACTION_CHARS = 2000
 TAIL = 600  # the observation's end: its last line says a failure no error line names
 ERROR_CHARS = 160
 COMMAND_CHARS = 90
+# How the adapters render an edit tool's call (claude_code.py, codex.py).
+EDIT_WORDS = ["edit ", "write ", "apply_patch"]
 HEAD = "trajgraph memory of earlier sessions in this project"
 Kind = Literal["recurring_failure", "never_worked", "risky_file"]
 KINDS: tuple[Kind, ...] = ("recurring_failure", "never_worked", "risky_file")
@@ -93,11 +95,15 @@ RETURN r.trajectory_id AS trajectory, r.signature_uid AS signature_uid,
 ORDER BY trajectory, resolved_turn
 """
 
-# Edits whose later results were failures: (edit) -CAUSES-> (failure state).
+# Edits whose later results were failures: (edit) -CAUSES-> (failure state of a later turn
+# that ran something: an edit tool's own refusal, "No changes to make", is not what the
+# earlier edit broke).
 PROJECT_BROKEN_EDITS = """
 UNWIND $tuids AS tuid
 MATCH (e:State {trajectory_uid: tuid, kind: 'file_changed'})-[:CAUSES]->(f:State)
-WHERE (f.kind = 'exit_code' AND f.value <> '0') OR EXISTS { (f)-[:HAS_SIGNATURE]->() }
+      -[:AT_TURN]->(ft:Turn)
+WHERE f.turn > e.turn AND NONE(w IN $edit_words WHERE ft.action STARTS WITH w)
+  AND ((f.kind = 'exit_code' AND f.value <> '0') OR EXISTS { (f)-[:HAS_SIGNATURE]->() })
 RETURN e.subject AS path, e.trajectory_id AS trajectory, e.turn AS edited, f.turn AS broke,
        f.value AS error
 ORDER BY trajectory, edited, broke
@@ -235,7 +241,7 @@ class Reader:
         return ProjectFacts(
             sessions=list(by_session.values()),
             resolutions=self.read(PROJECT_RESOLUTIONS, tuids=tuids, action_chars=ACTION_CHARS),
-            broken_edits=self.read(PROJECT_BROKEN_EDITS, tuids=tuids),
+            broken_edits=self.read(PROJECT_BROKEN_EDITS, tuids=tuids, edit_words=EDIT_WORDS),
         )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from trajgraph.errors import NotFoundError
 from trajgraph.hooks.channels import DenyOnce, pre_tool_channel
-from trajgraph.hooks.protocol import reminder_text
+from trajgraph.hooks.protocol import hook_output
 
 log = logging.getLogger("trajgraph.hook")
 
@@ -126,7 +126,7 @@ def _tool_call(
                 outcome.timings_ms,
             )
         channel = "deny"
-    output = pre_tool_output(reminder_text(reminder), channel)
+    output = hook_output("PreToolUse", reminder, channel)
     return output, f"turn {outcome.pending_turn}: {reminder.rule} ({channel})", outcome.timings_ms
 
 
@@ -134,16 +134,6 @@ def _codex_action(hook: dict[str, Any]) -> str:
     from trajgraph.hooks.codex_engine import codex_action
 
     return codex_action(str(hook.get("tool_name") or ""), hook.get("tool_input"))
-
-
-def pre_tool_output(text: str, channel: str) -> dict[str, Any]:
-    specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
-    if channel in ("ask", "deny"):
-        specific["permissionDecision"] = channel
-        specific["permissionDecisionReason"] = text
-    else:
-        specific["additionalContext"] = text
-    return {"hookSpecificOutput": specific}
 
 
 # -- memory across sessions --------------------------------------------------------------------

@@ -74,7 +74,11 @@ class AgentHookEngine(HookEngine):
             timings["total"] = _ms(t0)
             return Outcome(tid, pending, None, new, timings, answered), version
         t2 = time.perf_counter()
-        reminder = self._remind(tenant, tid, codex_action(tool_name, tool_input), pending)
+        # The rollout's own record of the pending call, when it is written already, says more
+        # than the hook input (a command run outside the sandbox is another action).
+        known = pending < len(calls) and tool_use_id and calls[pending].id == tool_use_id
+        action = calls[pending].action if known else codex_action(tool_name, tool_input)
+        reminder = self._remind(tenant, tid, action, pending)
         timings["remind"] = _ms(t2)
         timings["total"] = _ms(t0)
         return Outcome(tid, pending, reminder, new, timings, answered), version
@@ -84,7 +88,7 @@ class AgentHookEngine(HookEngine):
     ) -> tuple[Outcome, str]:
         """After a call: wait (polling) until the rollout holds its output, then sync."""
         end = time.monotonic() + wait_s
-        while tool_use_id and time.monotonic() < end:
+        while True:
             outcome, version = self.codex_tool_use(
                 tenant=tenant,
                 transcript_path=transcript_path,
@@ -93,17 +97,9 @@ class AgentHookEngine(HookEngine):
                 tool_use_id=tool_use_id,
                 remind=False,
             )
-            if outcome.answered:
+            if outcome.answered or not tool_use_id or time.monotonic() >= end:
                 return outcome, version
             time.sleep(0.05)
-        return self.codex_tool_use(
-            tenant=tenant,
-            transcript_path=transcript_path,
-            tool_name="",
-            tool_input=None,
-            tool_use_id=tool_use_id,
-            remind=False,
-        )
 
 
 def codex_action(tool_name: str, tool_input: Any) -> str:

@@ -18,7 +18,12 @@ from tests.paths import CODEX_SESSIONS
 from trajgraph.errors import InputError
 from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.adapters.codex import output_text, patch_paths, render_action
+from trajgraph.pipelines.adapters.codex import (
+    ESCALATED,
+    output_text,
+    patch_paths,
+    render_action,
+)
 from trajgraph.pipelines.windows import build_windows
 from trajgraph.schemas.trajectory import validate
 
@@ -245,6 +250,10 @@ def test_render_and_output_helpers() -> None:
     assert render_action("shell", {"command": ["bash", "-lc", "make test"]}) == "make test"
     assert render_action("shell", {"command": ["rg", "-n", "a b"]}) == "rg -n 'a b'"
     assert render_action("update_plan", {"plan": []}) == 'update_plan({"plan": []})'
+    escalated = {"cmd": "ps -ef", "sandbox_permissions": "require_escalated"}
+    assert render_action("exec_command", escalated) == "ps -ef\n" + ESCALATED
+    legacy = {"command": ["bash", "-lc", "ps"], "with_escalated_permissions": True}
+    assert render_action("shell", legacy).endswith(ESCALATED)
     assert output_text([{"type": "input_text", "text": "a"}, {"type": "input_image"}]) == (
         "a\n[image]",
         None,

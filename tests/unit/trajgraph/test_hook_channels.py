@@ -12,6 +12,8 @@ import pytest
 from trajgraph.hooks import agents, claude_code
 from trajgraph.hooks.channels import DenyOnce, pre_tool_channel, version_tuple
 from trajgraph.hooks.codex_engine import codex_action
+from trajgraph.hooks.protocol import hook_output
+from trajgraph.queries.memory.findings import Reminder
 
 
 def test_auto_channel_per_agent_and_version() -> None:
@@ -46,14 +48,11 @@ def test_routing_and_outputs() -> None:
     assert not agents.routed({"input": {"hook_event_name": "PostToolUse"}, "decision": "auto"})
     for event in ("SessionStart", "UserPromptSubmit"):
         assert agents.routed({"input": {"hook_event_name": event}, "decision": "context"})
-    deny = agents.pre_tool_output("it failed", "deny")["hookSpecificOutput"]
-    assert deny == {
-        "hookEventName": "PreToolUse",
-        "permissionDecision": "deny",
-        "permissionDecisionReason": "it failed",
-    }
-    ctx = agents.pre_tool_output("it failed", "context")["hookSpecificOutput"]
-    assert ctx == {"hookEventName": "PreToolUse", "additionalContext": "it failed"}
+    r = Reminder("s", 3, "it failed", [1], "repeated_failure")
+    deny = (hook_output("PreToolUse", r, "deny") or {})["hookSpecificOutput"]
+    assert deny["permissionDecision"] == "deny" and "it failed" in deny["permissionDecisionReason"]
+    ctx = (hook_output("PreToolUse", r, "context") or {})["hookSpecificOutput"]
+    assert "permissionDecision" not in ctx and "it failed" in ctx["additionalContext"]
     # an unknown event is silence with its reason, never an exception
     reply = agents.handle(object(), {"input": {"hook_event_name": "Stop"}})
     assert reply["output"] is None and "not handled" in reply["error"]
