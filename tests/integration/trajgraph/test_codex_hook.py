@@ -129,11 +129,9 @@ def test_codex_hook_reminds_through_the_channel_its_version_shows(
     assert "No module named 'yaml'" in denied["permissionDecisionReason"]
     assert "[turn 0;" in denied["permissionDecisionReason"]
     assert hook(server, "codex", pending, "--tenant", tenant) is None  # then let through
-    # A call that never failed: silence.
-    assert (
-        hook(server, "codex", {**pending, "tool_input": {"command": "ls"}}, "--tenant", tenant)
-        is None
-    )
+    # A call that never failed (not in the rollout yet: the hook input says what it is): silence.
+    ls = {"tool_input": {"command": "ls"}, "tool_use_id": "c9"}
+    assert hook(server, "codex", {**pending, **ls}, "--tenant", tenant) is None
     # 0.129 and later: additionalContext (openai/codex #20692); another session, same calls.
     other = tmp_path / "rollout-2026-06-01T11-00-00-y.jsonl"
     lines = rollout("0.130.0")
