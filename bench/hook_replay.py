@@ -265,7 +265,8 @@ def replay_session(
         if not stdout.strip():
             continue
         reply = json.loads(stdout)
-        text = reply["hookSpecificOutput"].get("additionalContext", "")
+        said = reply["hookSpecificOutput"]
+        text = said.get("additionalContext") or said.get("permissionDecisionReason", "")
         cites = [int(x) for x in re.findall(r"\d+", text.rsplit("[turn", 1)[-1].split(";")[0])]
         cited = [by_line_index[(call.line, t)] for t in cites if (call.line, t) in by_line_index]
         ok = any(same_failure(call, c) for c in cited)

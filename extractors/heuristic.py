@@ -141,6 +141,8 @@ _JSON_PATH = re.compile(r"[\"']path[\"']\s*[:=]\s*[\"']([^\"'\s]+)[\"']")
 _SHOWN_FILE = re.compile(r"^\[File: (\S+) \(\d+ lines total\)\]", re.M)
 _NEW_STR = re.compile(r"<new_str>\n[ \t]*([^\s<][^\n\r]*)")
 _CMD_SEPARATOR = re.compile(r"&&|\|\||[;|]")
+# Codex's apply_patch: every file of the patch is edited (pipelines/adapters/codex.py).
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (\S[^\n]*?)[ \t\r]*$", re.M)
 
 # --- key/value fields --------------------------------------------------------------------------
 # A key is one identifier, or up to three words ("Moves Left: 48", "Last Action: up").
@@ -362,7 +364,9 @@ def _file_changes(action: str, obs: str) -> list[_Draft]:
     line, _ = command_line_span(action)
     words = line.split(None, 2)
     changes: list[tuple[str, str]] = []  # (path, value)
-    if words and words[0] in _EDIT_WORDS:
+    if words and words[0] == "apply_patch":
+        changes.extend((path, path) for path in _PATCH_FILE.findall(action))
+    elif words and words[0] in _EDIT_WORDS:
         path = words[1] if len(words) > 1 and _PATHISH.match(words[1]) else None
         if path is None:  # tool-call JSON: {"command": "create", "path": "/x.py", ...}
             arg = _JSON_PATH.search(action)

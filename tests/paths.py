@@ -16,4 +16,5 @@ SHARED = Path(os.environ.get("TRAJGRAPH_SHARED_TRAJECTORIES", SHARED_ROOT / "tra
 CORPORA = SHARED_ROOT / "corpora"
 DJANGO_CORPUS = CORPORA / "swebench-django-mini-swe-agent"
 AGENT_SESSIONS = CORPORA / "agent-sessions"
+CODEX_SESSIONS = CORPORA / "codex-sessions"
 AMA_DEV = SHARED_ROOT / "ama-dev"

@@ -34,10 +34,13 @@ commands:
   check                  orphan identifiers/signatures, unhashed trajectories, nodes
                          without vectors (within --tenant); --yes removes the orphans
   brief ID               a compact digest of a trajectory within a token budget
+                         (--project PATH: what earlier sessions of the project learned)
   remind ID "ACTION"     a reminder grounded in the graph before an action, or silence
   lessons "ERROR"        other runs that hit the same failure and what got past it
                          (or --trajectory ID --turn N for an error in the graph)
-  hook claude-code       Claude Code's PreToolUse/PostToolUse hook: reminder or silence
+  hook claude-code       Claude Code's hook: reminder or silence before a tool call, the
+                         project's memory at SessionStart / UserPromptSubmit
+  hook codex             the same for Codex CLI (its Claude-style hooks)
                          (stdin JSON; `hook serve` / `hook stop` run the warm hook server)
   mcp                    the MCP server: retrieve, why, find_identifier, run_code, brief,
                          remind, lessons
@@ -110,8 +113,15 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--json", action="store_true")
 
     br = sub.add_parser("brief", help="a compact digest of a trajectory within a token budget")
-    br.add_argument("trajectory")
-    br.add_argument("--budget", type=int, default=400, metavar="TOKENS")
+    br.add_argument("trajectory", nargs="?", default=None)
+    br.add_argument(
+        "--project",
+        default=None,
+        metavar="PATH",
+        help="instead: what the sessions of this project (its git root, else the folder) "
+        "learned (default budget 300)",
+    )
+    br.add_argument("--budget", type=int, default=None, metavar="TOKENS", help="default 400")
     br.add_argument("--before-turn", type=int, default=None, help="as it read before turn N")
     br.add_argument("--tenant", default=None)
     br.add_argument("--json", action="store_true")
@@ -355,15 +365,16 @@ def fail(e: BaseException) -> int:
 
 def _hook(argv: list[str]) -> int:
     which = argv[0] if argv else ""
-    if which == "claude-code":
+    if which in ("claude-code", "codex"):
         from trajgraph.hooks import claude_code
 
-        if {"-h", "--help"} & set(argv[1:]):  # a person asking, not Claude Code
-            print(claude_code.build_parser().format_help(), end="")
+        if {"-h", "--help"} & set(argv[1:]):  # a person asking, not the agent
+            print(claude_code.build_parser(which).format_help(), end="")
             return 0
-        return claude_code.main(argv[1:])  # never fails: silence, logged, is its error path
+        # never fails: silence, logged, is its error path
+        return claude_code.main(argv[1:], agent=which)
     p = argparse.ArgumentParser(prog="trajgraph hook", description="agent hooks (docs/hooks.md)")
-    p.add_argument("action", choices=("claude-code", "serve", "stop"))
+    p.add_argument("action", choices=("claude-code", "codex", "serve", "stop"))
     p.add_argument("--idle-minutes", type=float, default=30.0, help="serve: stop when idle")
     args = p.parse_args(argv)
     settings = settings_mod.load()
@@ -559,13 +570,26 @@ def _search(args: argparse.Namespace, tg: TrajGraph) -> int:
 
 
 def _brief(args: argparse.Namespace, tg: TrajGraph) -> int:
+    if args.project is not None or args.trajectory is None:
+        return _project_brief(args, tg)
     result = tg.brief(
-        args.trajectory, budget=args.budget, before_turn=args.before_turn, tenant=args.tenant
+        args.trajectory, budget=args.budget or 400, before_turn=args.before_turn, tenant=args.tenant
     )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
         print(result.text)
+    return 0
+
+
+def _project_brief(args: argparse.Namespace, tg: TrajGraph) -> int:
+    if args.project is None or args.trajectory is not None:
+        raise ConfigError("give a trajectory id, or --project PATH (not both)")
+    project = tg.project_brief(args.project, budget=args.budget, tenant=args.tenant)
+    if args.json:
+        print(json.dumps(project.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(project.text or f"(nothing learned yet in {project.project})")
     return 0
 
 

@@ -16,6 +16,7 @@ unreachable or failing), LLMError, ConfigError (bad arguments).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from trajgraph.graph.governance import Deleted
     from trajgraph.queries.lessons import Lessons
     from trajgraph.queries.memory import Brief, Reminder
+    from trajgraph.queries.memory.project import ProjectBrief
     from trajgraph.queries.retrieval import Retrieval, Retriever
     from trajgraph.settings import Settings
 
@@ -221,6 +223,31 @@ class TrajGraph:
             trajectory=trajectory,
             budget=budget,
             before_turn=before_turn,
+            timeout_s=self.timeouts.query_s,
+        )
+
+    def project_brief(
+        self,
+        project: str,
+        *,
+        budget: int | None = None,
+        exclude: Sequence[str] = (),
+        prompt: str | None = None,
+        tenant: str | None = None,
+    ) -> ProjectBrief:
+        """What other sessions of the project at ``project`` (its git root, else the folder)
+        learned, within ``budget`` tokens; empty text when nothing is relevant."""
+        from trajgraph.queries.memory.project import DEFAULT_BUDGET as PROJECT_BUDGET
+        from trajgraph.queries.memory.project import project_brief
+
+        return project_brief(
+            self.driver,
+            database=self.database,
+            tenant=self._tenant(tenant),
+            project=project,
+            budget=budget or PROJECT_BUDGET,
+            exclude=exclude,
+            prompt=prompt,
             timeout_s=self.timeouts.query_s,
         )
 

@@ -24,6 +24,8 @@ SHAPES: dict[str, str] = {
     "spider-agent": "object (or array of them) with a 'conversation' message list",
     "claude-code": "JSONL of Claude Code transcript records ('type' user/assistant/..., "
     "'sessionId', 'uuid')",
+    "codex": "JSONL of Codex CLI rollout lines ({'timestamp', 'type': session_meta / "
+    "turn_context / response_item / event_msg / compacted, 'payload'})",
     "messages": "chat messages (OpenAI role/content/tool_calls, LangChain type/content, or "
     "Responses items: function_call/function_call_output), as an array or under "
     "'messages', 'input' or 'output'",
@@ -120,6 +122,30 @@ def is_claude_code(obj: Any) -> bool:
     if isinstance(obj, list):
         return bool(obj) and all(is_claude_code_record(r) for r in obj[:5])
     return is_claude_code_record(obj)
+
+
+# Line types of a Codex rollout (codex.LINE_TYPES, kept here so that sniffing does not import
+# the adapter).
+_CODEX_TYPES = frozenset(
+    {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+)
+
+
+def is_codex_record(obj: Any) -> bool:
+    """One line of a Codex CLI rollout: ``{"timestamp", "type", "payload": {...}}``."""
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") in _CODEX_TYPES
+        and isinstance(obj.get("payload"), dict)
+        and "timestamp" in obj
+    )
+
+
+def is_codex(obj: Any) -> bool:
+    """A JSON array of rollout lines (JSONL files are sniffed line by line)."""
+    if isinstance(obj, list):
+        return bool(obj) and all(is_codex_record(r) for r in obj[:5])
+    return is_codex_record(obj)
 
 
 def _is_span(value: Any) -> bool:
@@ -221,19 +247,20 @@ PREDICATES: dict[str, Callable[[Any], bool]] = {
     "tau-bench": is_tau_bench,
     "spider-agent": is_spider_agent,
     "claude-code": is_claude_code,
+    "codex": is_codex,
     "otel-genai": is_otel_genai,
     "messages": is_messages,
 }
 
 # Formats whose one trajectory spans the lines of a JSONL file: such a file is one record.
-LINE_FILE_FORMATS = ("claude-code", "otel-genai")
+LINE_FILE_FORMATS = ("claude-code", "codex", "otel-genai")
 _SNIFF_LINES = 8
 
 
 def sniff_line_file(data: bytes) -> str | None:
     """The format of a JSONL file whose lines together make trajectories (a Claude Code
-    transcript, an OTLP file export), judged by its first parseable lines; None for files
-    of one trajectory (or event) per line."""
+    transcript, a Codex rollout, an OTLP file export), judged by its first parseable lines;
+    None for files of one trajectory (or event) per line."""
     import json
 
     pos, seen = 0, 0
@@ -251,6 +278,8 @@ def sniff_line_file(data: bytes) -> str | None:
             continue  # a torn, bad or too deeply nested line: the next one decides
         if is_claude_code_record(obj):
             return "claude-code"
+        if is_codex_record(obj):
+            return "codex"
         if isinstance(obj, dict) and (isinstance(obj.get("resourceSpans"), list) or _is_span(obj)):
             return "otel-genai"
         if is_message(obj):  # one message per line: the file is one conversation

@@ -38,28 +38,30 @@ from trajgraph.hooks.protocol import (
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 DEFAULT_BUDGET_MS = 1000
 STARTING_GRACE_S = 60.0
-EVENTS = ("PreToolUse", "PostToolUse")
+EVENTS = ("PreToolUse", "PostToolUse", "SessionStart", "UserPromptSubmit")
+TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 
 
 class PassThrough(Exception):
     """Why this call answers with silence (logged, never shown)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(agent: str = "claude-code") -> argparse.ArgumentParser:
     # No -h: a hook never exits on a flag; `trajgraph hook claude-code --help` prints this
     # parser's help in trajgraph.cli before the hook runs.
     p = argparse.ArgumentParser(
-        prog="trajgraph hook claude-code",
+        prog=f"trajgraph hook {agent}",
         add_help=False,
-        description="Claude Code's PreToolUse/PostToolUse hook: reads the hook JSON on stdin, "
-        "answers with a reminder or nothing, always exits 0 (docs/hooks.md).",
+        description="The hook of Claude Code or Codex: reads the hook JSON on stdin, answers a "
+        "tool call with a reminder or nothing, SessionStart / UserPromptSubmit with the "
+        "project's memory or nothing; always exits 0 (docs/hooks.md).",
     )
     p.add_argument(
         "--decision",
         choices=DECISIONS,
-        default="context",
-        help="context (default): add the reminder to the model's context; ask: ask the user; "
-        "deny: block the call",
+        default="auto",
+        help="auto (default): the channel this agent and version show the model "
+        "(docs/hooks.md); context: additionalContext; ask: ask the user; deny: block the call",
     )
     p.add_argument("--tenant", default=None, help="default TRAJGRAPH_TENANT")
     p.add_argument(
@@ -77,7 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None, *, stdin: Any = None, stdout: Any = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: Any = None,
+    stdout: Any = None,
+    agent: str = "claude-code",
+) -> int:
     started = time.monotonic()
     out = stdout or sys.stdout
     hook_dir: Path | None = None
@@ -89,11 +97,12 @@ def main(argv: Sequence[str] | None = None, *, stdin: Any = None, stdout: Any = 
         hook_dir = settings.hook_dir
         try:
             with contextlib.redirect_stderr(io.StringIO()):
-                args, _ = build_parser().parse_known_args(list(argv or []))
+                args, _ = build_parser(agent).parse_known_args(list(argv or []))
         except SystemExit as e:  # a bad flag in settings.json must not block the agent
             raise PassThrough("bad hook command-line flags") from e
         hook = read_input(stdin or sys.stdin.buffer)
         request = {
+            "agent": agent,
             "tenant": args.tenant or settings.tenant,
             "decision": args.decision,
             "input": hook,
@@ -129,6 +138,10 @@ def read_input(stream: Any) -> dict[str, Any]:
     event = hook.get("hook_event_name") or "PreToolUse"
     if event not in EVENTS:
         raise PassThrough(f"event {event!r} is not handled")
+    if event not in TOOL_EVENTS:  # the project memory: the session's folder is enough
+        if not isinstance(hook.get("cwd"), str) or not hook["cwd"]:
+            raise PassThrough("hook input has no cwd")
+        return hook
     if not isinstance(hook.get("transcript_path"), str) or not hook["transcript_path"]:
         raise PassThrough("hook input has no transcript_path")
     if not isinstance(hook.get("tool_name"), str):
@@ -198,7 +211,7 @@ def _start_server(hook_dir: Path) -> None:
 
 def _in_process(settings: Any, request: dict[str, Any], deadline: float) -> dict[str, Any]:
     from trajgraph.graph.connection import open_driver
-    from trajgraph.hooks.engine import HookEngine
+    from trajgraph.hooks.codex_engine import AgentHookEngine as HookEngine
     from trajgraph.hooks.server import handle
 
     reply: dict[str, Any] = {"error": "timed out"}

@@ -263,7 +263,7 @@ class HookEngine:
             # Nothing completed since the last write. (Fewer turns than the graph holds: a
             # call earlier than the last synced one; remind's as-of view hides the rest.)
             return 0
-        trajs = {t["id"]: t for t in trajectories_of(session, state.lines, source=state.path)}
+        trajs = {t["id"]: t for t in self._trajectories(session, state)}
         traj = trajs.get(tid)
         if traj is None or done == 0:
             return 0
@@ -291,6 +291,11 @@ class HookEngine:
         rows = build_rows(traj, merged, extractor=self._extractor.label, content_hash=digest)
         self._write(rows, synced)
         return new
+
+    def _trajectories(self, session: Any, state: SessionFile) -> list[dict[str, Any]]:
+        """The transcript's trajectories as ``trajgraph ingest`` adapts them (the Codex
+        engine, hooks/codex_engine.py, adapts a rollout instead)."""
+        return trajectories_of(session, state.lines, source=state.path)
 
     def _write(self, rows: GraphRows, synced: Synced) -> None:
         """Write what changed since this engine's last write, in one transaction under the

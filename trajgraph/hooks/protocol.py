@@ -17,7 +17,7 @@ PID_NAME = "hook.pid"
 LOG_NAME = "hook.log"
 STARTING_NAME = "hook.starting"
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
-DECISIONS = ("context", "ask", "deny")
+DECISIONS = ("auto", "context", "ask", "deny")  # auto: hooks/channels.py
 PREFIX = "trajgraph memory of this session"
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trajgraph import settings as settings_mod
+from trajgraph.hooks import agents
 from trajgraph.hooks.protocol import (
     LOG_NAME,
     MAX_MESSAGE_BYTES,
@@ -63,6 +64,8 @@ def alive(sock_path: Path, timeout_s: float = 0.5) -> bool:
 
 def handle(engine: Any, request: dict[str, Any]) -> dict[str, Any]:
     """One request → the reply; errors become a reply with ``error`` (and silence)."""
+    if agents.routed(request):  # Codex, the project memory, the auto decision
+        return agents.handle(engine, request)
     started = time.perf_counter()
     raw = request.get("input")
     hook: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -115,7 +118,7 @@ def serve(settings: settings_mod.Settings, *, idle_minutes: float = 30.0) -> int
 
     from trajgraph.graph.connection import open_driver
     from trajgraph.graph.writer import ensure_schema
-    from trajgraph.hooks.engine import HookEngine
+    from trajgraph.hooks.codex_engine import AgentHookEngine as HookEngine
 
     driver = open_driver(settings.neo4j)
     ensure_schema(driver, settings.neo4j.database)

@@ -1,0 +1,85 @@
+"""Which channel a hook answer takes per agent, event and version, deny-once, and the
+project-memory events of the thin client (no Neo4j needed)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from trajgraph.hooks import agents, claude_code
+from trajgraph.hooks.channels import DenyOnce, pre_tool_channel, version_tuple
+from trajgraph.hooks.codex_engine import codex_action
+from trajgraph.hooks.protocol import hook_output
+from trajgraph.queries.memory.findings import Reminder
+
+
+def test_auto_channel_per_agent_and_version() -> None:
+    # Claude Code: additionalContext of PreToolUse does not reach the model (#19432, #55889)
+    assert pre_tool_channel("claude-code", "2.1.76", "auto") == "deny-once"
+    # Codex: PreToolUse additionalContext from 0.129.0 (openai/codex #20692), rejected before
+    assert pre_tool_channel("codex", "0.128.0-alpha.1", "auto") == "deny-once"
+    assert pre_tool_channel("codex", "0.129.0", "auto") == "context"
+    assert pre_tool_channel("codex", "0.135.0", "auto") == "context"
+    assert pre_tool_channel("codex", "", "auto") == "deny-once"  # unknown: what surely works
+    for decision in ("context", "ask", "deny"):  # a flag given is obeyed
+        assert pre_tool_channel("codex", "0.104.0", decision) == decision
+    assert version_tuple("0.104.0-alpha.1") == (0, 104, 0) and version_tuple("x") is None
+
+
+def test_deny_once_lets_the_same_call_through_right_after() -> None:
+    d = DenyOnce(limit=2)
+    assert d.first_time("t", "s", "uv run x") is True
+    assert d.first_time("t", "s", "uv run x") is False  # the model read it and goes ahead
+    assert d.first_time("t", "s", "uv run x") is True  # failed again since: told again
+    assert d.first_time("t", "other", "uv run x") is True  # per session
+    d.first_time("t", "a", "1")
+    d.first_time("t", "b", "2")  # bounded: the oldest pairs are forgotten
+    assert d.first_time("t", "s", "uv run x") is True
+
+
+def test_routing_and_outputs() -> None:
+    pre = {"hook_event_name": "PreToolUse"}
+    assert agents.routed({"agent": "codex", "input": pre, "decision": "context"})
+    assert agents.routed({"agent": "claude-code", "input": pre, "decision": "auto"})
+    assert not agents.routed({"agent": "claude-code", "input": pre, "decision": "context"})
+    assert not agents.routed({"input": {"hook_event_name": "PostToolUse"}, "decision": "auto"})
+    for event in ("SessionStart", "UserPromptSubmit"):
+        assert agents.routed({"input": {"hook_event_name": event}, "decision": "context"})
+    r = Reminder("s", 3, "it failed", [1], "repeated_failure")
+    deny = (hook_output("PreToolUse", r, "deny") or {})["hookSpecificOutput"]
+    assert deny["permissionDecision"] == "deny" and "it failed" in deny["permissionDecisionReason"]
+    ctx = (hook_output("PreToolUse", r, "context") or {})["hookSpecificOutput"]
+    assert "permissionDecision" not in ctx and "it failed" in ctx["additionalContext"]
+    # an unknown event is silence with its reason, never an exception
+    reply = agents.handle(object(), {"input": {"hook_event_name": "Stop"}})
+    assert reply["output"] is None and "not handled" in reply["error"]
+
+
+def test_codex_pending_call_renders_as_the_adapter_does() -> None:
+    assert codex_action("Bash", {"command": "pytest -q"}) == "pytest -q"
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch"
+    assert codex_action("apply_patch", {"command": patch}).startswith("apply_patch a.py\n")
+    assert codex_action("mcp__x__y", {"q": 1}) == 'mcp__x__y({"q": 1})'
+    assert codex_action("", None) == ""
+
+
+@pytest.mark.parametrize(
+    ("hook", "why"),
+    [
+        ({"hook_event_name": "SessionStart", "session_id": "s"}, "no cwd"),
+        ({"hook_event_name": "UserPromptSubmit", "cwd": "/r", "prompt": "x"}, "no hook server"),
+        ({"hook_event_name": "SessionStart", "cwd": "/r", "source": "startup"}, "no hook server"),
+    ],
+)
+def test_memory_events_reach_the_server_or_pass_through(
+    hook: dict[str, str], why: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAJGRAPH_HOOK_DIR", str(tmp_path))
+    out = io.StringIO()
+    stdin = io.BytesIO(json.dumps(hook).encode())
+    assert claude_code.main(["--no-start"], stdin=stdin, stdout=out, agent="codex") == 0
+    assert out.getvalue() == ""
+    assert why in (tmp_path / "hook.log").read_text()
