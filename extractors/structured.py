@@ -56,6 +56,10 @@ _OWNERS = (
     ("system", "openai"),
 )
 BOUND_KEYWORDS = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
+# The largest bound a schema may carry: llama.cpp turns {0,n} into n nested grammar rules, and
+# its parser *aborts the server process* past about 2,000 ("number of rules that are going to
+# be repeated ... exceeds sane defaults"): a maxLength of 2000 killed llama-cpp-python 0.3.36.
+MAX_BOUND = 1000
 SCHEMA_IN_PROMPT = "\nReply with one JSON object only, valid against this JSON Schema:\n"
 # Error text that says the request's *format* was refused (not the prompt, not the model).
 _FORMAT_WORDS = re.compile(

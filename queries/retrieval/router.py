@@ -134,7 +134,9 @@ class RouteDecision(BaseModel):
     code: str = Field(
         description="For NEED_CODE: Python over `turns` (list of dicts with idx, action, "
         "observation) that assigns the answer to `result`; empty otherwise.",
-        json_schema_extra={"maxLength": 2000},  # bounds let a small model stop (schemas/)
+        # Bounds let a small model stop (schemas/extraction.py); at most MAX_BOUND, or
+        # llama.cpp's grammar parser aborts the server (measured: 2000 killed it).
+        json_schema_extra={"maxLength": 1000},
     )
     reason: str = Field(json_schema_extra={"maxLength": 300})
 

@@ -151,6 +151,30 @@ def test_reply_schema_carries_bounds_a_small_model_needs() -> None:
         jsonschema.validate(long_value, schema)
 
 
+def _bounds(node: Any) -> list[int]:
+    if isinstance(node, dict):
+        own = [v for k, v in node.items() if k in so.BOUND_KEYWORDS and isinstance(v, int)]
+        return own + [b for v in node.values() for b in _bounds(v)]
+    if isinstance(node, list):
+        return [b for v in node for b in _bounds(v)]
+    return []
+
+
+def test_no_schema_sent_to_a_model_has_a_bound_that_kills_a_grammar_server() -> None:
+    from trajgraph.evaluation.judge import Answer, Verdict
+    from trajgraph.queries.memory.llm_remind import reply_schema
+    from trajgraph.queries.retrieval.router import RouteDecision
+    from trajgraph.schemas.extraction import strict_json_schema
+
+    schemas = [reply_json_schema(), reply_schema()] + [
+        strict_json_schema(m) for m in (RouteDecision, Answer, Verdict)
+    ]
+    for schema in schemas:
+        found = _bounds(schema)
+        assert found, "a schema without bounds lets a small model run to max_tokens"
+        assert max(found) <= so.MAX_BOUND
+
+
 # -- the chain on each imitated server ------------------------------------------------------------
 
 
