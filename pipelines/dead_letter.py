@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trajgraph.pipelines.adapters.base import Located, RawRecord
+from trajgraph.pipelines.adapters.base import Located, RawRecord, without_lone_surrogates
 from trajgraph.redaction import redact
 
 PREVIEW_CHARS = 500
@@ -56,23 +56,34 @@ def from_exception(stage: str, bad: tuple[Any, tuple[Any, str, Any]]) -> dict[st
     source, locator, preview = _where(element)
     name = getattr(exc_type, "__name__", str(exc_type))
     reason = exc_repr if exc_repr.startswith(name) else f"{name}: {exc_repr}"
-    return {
-        "stage": stage,
-        "source": source,
-        "locator": locator,
-        "reason": _reason(reason),
-        "preview": preview,
-    }
+    return _encodable(
+        {
+            "stage": stage,
+            "source": source,
+            "locator": locator,
+            "reason": _reason(reason),
+            "preview": preview,
+        }
+    )
 
 
 def row(stage: str, source: str, locator: str, reason: str) -> dict[str, Any]:
-    return {
-        "stage": stage,
-        "source": source,
-        "locator": locator,
-        "reason": _reason(reason),
-        "preview": "",
-    }
+    return _encodable(
+        {
+            "stage": stage,
+            "source": source,
+            "locator": locator,
+            "reason": _reason(reason),
+            "preview": "",
+        }
+    )
+
+
+def _encodable(r: dict[str, str]) -> dict[str, Any]:
+    """Every field UTF-8 encodable: a reason or preview quoting a record's lone surrogate
+    (a file name holding one) went on to Beam's coder, whose UnicodeEncodeError ended the
+    whole run with a traceback instead of writing this dead letter."""
+    return {k: without_lone_surrogates(str(v)) for k, v in r.items()}
 
 
 def _reason(text: str) -> str:

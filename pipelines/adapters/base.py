@@ -58,11 +58,16 @@ class NonFiniteNumber(ValueError):
 
 
 class NestingTooDeep(ValueError):
-    """JSON nested deeper than Python's parser recurses (a ``RecursionError`` inside
-    ``json.loads``): refused like any other unreadable record."""
+    """JSON nested deeper than ``MAX_JSON_DEPTH``: refused like any other unreadable record."""
 
 
-TOO_DEEP = "JSON nested too deeply to read"
+# Deeper than this, a parsed value is refused at once. Python's parser itself reaches about
+# 1,000 levels, but every later step that walks a record recurses too, from inside Beam's
+# own deep stack: pickling it between steps, copying, validating. A record of 800 levels
+# parsed and then broke the pickling of its own bundle (a traceback that lost the whole run).
+# Real logs nest a few dozen levels (an OTLP attribute tree: about 4 per level of the value).
+MAX_JSON_DEPTH = 128
+TOO_DEEP = f"JSON nested too deeply to read (over {MAX_JSON_DEPTH} levels)"
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -75,10 +80,33 @@ def parse_json(text: str | bytes) -> Any:
     a JSON reply) can carry it. Raises ValueError (json.JSONDecodeError included)."""
     try:
         obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-        raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
-        return _repair_surrogates(obj) if _SURROGATE_ESCAPE.search(raw) else obj
     except RecursionError as e:
         raise NestingTooDeep(TOO_DEEP) from e
+    if nesting_depth(obj) > MAX_JSON_DEPTH:
+        raise NestingTooDeep(TOO_DEEP)
+    raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
+    return _repair_surrogates(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+
+
+def nesting_depth(value: Any, stop: int = MAX_JSON_DEPTH) -> int:
+    """How deep lists and objects nest in ``value`` (a scalar: 0), counted without recursion
+    and no further than ``stop + 1``."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > deepest:
+            deepest = depth
+            if deepest > stop:
+                return deepest
+        todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
 
 
 def _refuse_constant(name: str) -> Any:
@@ -121,8 +149,10 @@ class Lines:
 
 
 def read_lines(raw: Iterable[bytes | str]) -> Lines:
-    """Parse the lines of a ``LineFile``; a last line that does not parse is torn (being
-    written), one in the middle (or a line that is not an object) is a bad line."""
+    """Parse the lines of a ``LineFile`` with :func:`parse_json` (a lone surrogate becomes
+    U+FFFD, a line nested too deeply or holding NaN is unreadable); a last line that does not
+    parse is torn (being written), one in the middle (or a line that is not an object) is a
+    bad line."""
     out = Lines()
     pending_bad: int | None = None
     for lineno, line in enumerate(raw, start=1):
@@ -134,8 +164,8 @@ def read_lines(raw: Iterable[bytes | str]) -> Lines:
             out.bad_lines.append(pending_bad)
             pending_bad = None
         try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):  # torn, or nested too deeply
+            obj = parse_json(line)
+        except ValueError:  # torn, nested too deeply, a non-finite number
             pending_bad = lineno
             continue
         if isinstance(obj, dict):
