@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,11 +148,13 @@ class Lines:
     torn_last_line: bool = False
 
 
-def read_lines(raw: Iterable[bytes | str]) -> Lines:
+def read_lines(
+    raw: Iterable[bytes | str], keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> Lines:
     """Parse the lines of a ``LineFile`` with :func:`parse_json` (a lone surrogate becomes
     U+FFFD, a line nested too deeply or holding NaN is unreadable); a last line that does not
     parse is torn (being written), one in the middle (or a line that is not an object) is a
-    bad line."""
+    bad line. ``keep`` maps each record to what is kept of it (all of it by default)."""
     out = Lines()
     pending_bad: int | None = None
     for lineno, line in enumerate(raw, start=1):
@@ -169,7 +171,7 @@ def read_lines(raw: Iterable[bytes | str]) -> Lines:
             pending_bad = lineno
             continue
         if isinstance(obj, dict):
-            out.records.append(obj)
+            out.records.append(keep(obj) if keep else obj)
         else:
             out.bad_lines.append(lineno)
     out.torn_last_line = pending_bad is not None
@@ -180,3 +182,15 @@ def split_lines(data: bytes) -> list[bytes]:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     return data.split(b"\n")
+
+
+def iter_lines(data: bytes) -> Iterator[bytes]:
+    """``data.split(b"\\n")`` one line at a time (no second copy of a large file at once)."""
+    start = 0
+    while True:
+        end = data.find(b"\n", start)
+        if end < 0:
+            yield data[start:]
+            return
+        yield data[start:end]
+        start = end + 1
