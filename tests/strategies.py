@@ -279,6 +279,20 @@ def damaged_bytes(draw: Any, obj: Any, name: str) -> bytes:
     return data
 
 
+# -- log rotation under a followed stream (tests/unit/pipelines/test_stream_rotation.py) --------
+
+# Steps of a writer and a log tool: append n events, rotate by rename (the writer keeps
+# appending to the renamed file until it reopens) or by copy and truncate, reopen, poll.
+ROTATION_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 4)),
+        st.tuples(st.sampled_from(["rename", "copytruncate", "reopen", "poll"]), st.just(0)),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
 # -- requests from an OpenAPI document -------------------------------------------------------
 
 
