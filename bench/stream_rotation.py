@@ -11,7 +11,8 @@ At its end the turns in the graph are counted.
     python -m bench.stream_rotation                          # this checkout, both modes
     python -m bench.stream_rotation --code /tmp/old-checkout # another one (PYTHONPATH)
 
-Prints one JSON line per mode: events written, turns in the graph, dead letters, exit code.
+Prints one JSON line per mode: events written, turns in the graph, dead letters, exit code
+(143: the stream is ended by SIGTERM once the writer is done, and drains first).
 Needs a Neo4j at NEO4J_URI.
 """
 
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,8 +46,9 @@ def write_and_rotate(
     reopen_s: float,
     burst_after: int = 0,
 ) -> int:
-    """Append events to ``live`` for ``seconds``, rotating it; returns how many were written."""
-    written = 0
+    """Append events 1, 2, ... to ``live`` for ``seconds``, rotating it; returns how many
+    events the file has had (event 0 included)."""
+    written = 1  # event 0 is written before
     rotations = 0
     f = live.open("ab")
     last_rotation = time.monotonic()
@@ -93,7 +96,7 @@ def run_mode(
     env = dict(os.environ)
     if args.code:
         env["PYTHONPATH"] = str(Path(args.code).resolve())
-    duration = args.seconds + 6
+    duration = args.seconds + 300  # ended by SIGTERM once the writer is done (it drains)
     stream = subprocess.Popen(
         [
             sys.executable, "-m", "trajgraph.cli", "stream", str(live.parent),
@@ -105,7 +108,26 @@ def run_mode(
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    time.sleep(3.0)  # the stream is up and has polled the empty file
+    driver = open_driver(settings.neo4j)
+    uid = ids.trajectory_uid(tenant, tid)
+
+    def in_graph() -> list[int]:
+        return [
+            r["i"]
+            for r in driver.execute_query(
+                "MATCH (t:Turn {trajectory_uid: $u}) RETURN t.idx AS i ORDER BY i",
+                u=uid,
+                database_=settings.neo4j.database,
+            ).records
+        ]
+
+    # Event 0 first, and nothing more until it is in the graph: the stream is up and follows
+    # the file (a file rotated away before the stream ever saw it is not its to know).
+    start = {"trajectory_id": tid, "idx": 0, "action": "start", "observation": "ok"}
+    live.write_bytes(json.dumps(start).encode() + b"\n")
+    deadline = time.monotonic() + 120
+    while not in_graph() and time.monotonic() < deadline:
+        time.sleep(0.5)
     written = write_and_rotate(
         live,
         tid,
@@ -116,18 +138,12 @@ def run_mode(
         args.reopen_ms / 1000,
         args.burst,
     )
-    out, _ = stream.communicate(timeout=duration + 120)
+    time.sleep(4 * args.poll + 2)  # the last events' poll, extraction and write
+    stream.send_signal(signal.SIGTERM)
+    out, _ = stream.communicate(timeout=180)
     summary = json.loads(out or b"{}")
-    driver = open_driver(settings.neo4j)
     try:
-        idx = [
-            r["i"]
-            for r in driver.execute_query(
-                "MATCH (t:Turn {trajectory_uid: $u}) RETURN t.idx AS i ORDER BY i",
-                u=ids.trajectory_uid(tenant, tid),
-                database_=settings.neo4j.database,
-            ).records
-        ]
+        idx = in_graph()
         governance.delete_tenant(driver, settings.neo4j.database, tenant)
     finally:
         driver.close()

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import ROTATION_STEPS
-from trajgraph.pipelines.streaming import Line, TailSourceFn
+from trajgraph.pipelines.streaming import Line, TailSourceFn, _open_regular
 
 
 class _State:
@@ -215,3 +215,38 @@ def test_no_event_is_lost_or_read_twice_under_any_rotation(
     assert follower.failures == []
     assert sorted(follower.seen) == list(range(writer.next))  # written = read
     assert set(follower.seen.values()) <= {1}  # and each once
+
+
+def test_devices_fifos_and_sockets_under_a_followed_folder_never_block_the_reader(
+    tmp_path: Path,
+) -> None:
+    # The listing keeps regular files only; a name that becomes a FIFO after it was listed
+    # is opened without blocking and refused (a blocked open stopped the whole stream).
+    import socket
+    import threading
+
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"trajectory_id": "t", "idx": 0}) + "\n")
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "nowhere")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "sock.jsonl"))
+    follower = Follower(tmp_path)
+    polled: list[list[int]] = []
+    t = threading.Thread(target=lambda: polled.append(follower.poll()), daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive() and polled == [[0]]
+    # Listed as a regular file, then swapped for a FIFO before the next poll.
+    good.unlink()
+    os.mkfifo(good)
+    follower.cells[0].value[str(good)].mtime_ns = -1  # as if it had changed
+    t = threading.Thread(target=follower.poll, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive()
+    server.close()
+    for path in (good, tmp_path / "zero.jsonl"):  # what the reader's open does with them
+        with pytest.raises(OSError, match="not a regular file"):
+            _open_regular(str(path))
