@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from trajgraph.pipelines.adapters.base import Located, RawRecord, without_lone_surrogates
@@ -36,8 +37,10 @@ def _unredacted_where(element: Any) -> tuple[str, str, str]:
         else:
             preview = json.dumps(payload, ensure_ascii=False, default=str)[:_UNREDACTED_CHARS]
         return element.source, element.locator, preview
-    if isinstance(element, str):  # a listed file's path (transforms.StatFileFn)
+    if isinstance(element, str):  # a listed file's path
         return element, "file", ""
+    if isinstance(element, bytes) and len(element) < 4096:  # as transforms.StatFileFn gets it
+        return os.fsdecode(element), "file", ""
     metadata = getattr(element, "metadata", None)  # fileio.ReadableFile
     if metadata is not None and hasattr(metadata, "path"):
         return str(metadata.path), "file", ""

@@ -164,6 +164,20 @@ class TailSourceFn(beam.DoFn):
     ) -> Iterator[Any]:
         tail = state.get(name) or Tail()
         try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            # A name that is not UTF-8: none of its records could be written (their source
+            # is on every node). Said once, like an unreadable file.
+            if unreadable.get(name) != "name":
+                unreadable[name] = "name"
+                failing.write(unreadable)
+                _count("dead_lettered")
+                reason = "the file name is not valid UTF-8: rename the file"
+                yield beam.pvalue.TaggedOutput(
+                    READ_FAILURES, dead_letter.row("read", name, "file", reason)
+                )
+            return
+        try:
             st = os.stat(name)
         except OSError:
             st = None  # opening it below says why, once
