@@ -248,7 +248,7 @@ def ama_bench(draw: Any) -> tuple[str, Any]:
     return "ama.jsonl", obj
 
 
-class JsonLines(list):  # type: ignore[type-arg]
+class JsonLines(list[Any]):
     """Records written one per line (a Claude Code transcript, an OTLP file export)."""
 
 

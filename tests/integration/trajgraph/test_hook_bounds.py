@@ -106,12 +106,11 @@ def test_a_fifo_as_the_transcript_neither_blocks_nor_holds_a_thread(
     threads = threading.active_count()
     fifos = []
     for n in range(20):
-        fifo = tmp_path / f"f{n}.jsonl"
-        os.mkfifo(fifo)
-        fifos.append(str(fifo))
-    for fifo in fifos:
+        os.mkfifo(tmp_path / f"f{n}.jsonl")
+        fifos.append(str(tmp_path / f"f{n}.jsonl"))
+    for name in fifos:
         with pytest.raises(InputError, match="not a regular file"):
-            _in_time(lambda f=fifo: _call(engine, tenant, f))
+            _in_time(lambda f=name: _call(engine, tenant, f))
     assert threading.active_count() == threads
     # The variant: a regular file when the call looked, a FIFO when it opened it.
     racing = tmp_path / "racing.jsonl"
@@ -148,13 +147,12 @@ def test_sessions_over_the_total_cap_or_idle_are_forgotten_and_read_again(
 ) -> None:
     paths = []
     for n in range(4):
-        path = tmp_path / f"s{n}.jsonl"
-        path.write_bytes(_session(f"hb-{n}"))
-        paths.append(str(path))
+        (tmp_path / f"s{n}.jsonl").write_bytes(_session(f"hb-{n}"))
+        paths.append(str(tmp_path / f"s{n}.jsonl"))
     size = os.path.getsize(paths[0])
     monkeypatch.setattr(engine_mod, "MAX_HELD_BYTES", 2 * size)  # room for two sessions
-    for path in paths:
-        _call(engine, tenant, path)
+    for name in paths:
+        _call(engine, tenant, name)
         engine.forget_sessions()
     kept = sorted(s.path for s in engine._files.values())
     assert kept == paths[2:]  # the two used last

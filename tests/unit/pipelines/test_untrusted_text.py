@@ -59,7 +59,7 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in records).encode()
 
 
-def _adapted(name: str, data: bytes) -> list[dict[str, Any]]:
+def _adapted(name: str, data: bytes) -> list[Any]:
     out = []
     for record in split_records(f"/logs/{name}", data):
         for traj in normalize(record):
