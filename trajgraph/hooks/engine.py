@@ -259,7 +259,9 @@ class HookEngine:
             # for a writer for ever): not a transcript.
             raise InputError("the transcript is not a regular file", source=name)
         with self._files_lock:
-            key = (tenant, f"{st.st_dev}:{st.st_ino}")
+            # Keyed by where the name leads (a file replaced there is noticed by its inode
+            # when read, and read again from its start).
+            key = (tenant, os.path.realpath(name))
             if key not in self._files:
                 self._files[key] = SessionFile(name)
             state = self._files[key]
