@@ -259,6 +259,23 @@ def nested(levels: int) -> Any:
     return value
 
 
+def deep_json_text(levels: int) -> str:
+    """JSON text nested ``levels`` deep (json.dumps itself recurses, and stops near 1,000)."""
+    return '{"a": ' * levels + '"x"' + "}" * levels
+
+
+def deep_span_file(levels: int) -> bytes:
+    """An OTel SDK span list whose ``gen_ai.tool.args`` nests ``levels`` deep."""
+    span = {
+        "name": "execute_tool run",
+        "context": {"trace_id": "0x" + "3" * 32, "span_id": "0x" + "4" * 16},
+        "parent_id": None,
+        "status": {"status_code": "OK"},
+        "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.args": "ARGS"},
+    }
+    return json.dumps([span]).replace('"ARGS"', deep_json_text(levels)).encode()
+
+
 # Nesting around the parser's limit (pipelines/adapters/base.py MAX_JSON_DEPTH = 128): within
 # it a record must travel the whole pipeline, past it it must be refused cleanly.
 DEEP = st.integers(100, 400).map(nested)

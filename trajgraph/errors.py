@@ -24,14 +24,15 @@ class TrajgraphError(Exception):
         # UTF-8 always: Beam's dead-letter output carries the message (in repr and in the
         # traceback's text), and its coder failed on a lone surrogate (a file name that is
         # not UTF-8, a record's text quoted), which ended the whole run.
-        return _utf8(super().__str__())
+        return without_lone_surrogates(super().__str__())
 
     def __repr__(self) -> str:
         # Beam's dead-letter output carries repr(exc): keep it a readable one-line message.
         return f"{type(self).__name__}: {self}"
 
 
-def _utf8(text: str) -> str:
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (the text is UTF-8 encodable)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -10,6 +10,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+# Re-exported: the adapters' and the dead letters' text repair is the errors' own.
+from trajgraph.errors import without_lone_surrogates as without_lone_surrogates
+
 
 @dataclass(frozen=True)
 class RawRecord:
@@ -78,14 +81,19 @@ def parse_json(text: str | bytes) -> Any:
     (NestingTooDeep); a lone surrogate escape (``"\\ud800"``, e.g. an emoji cut
     in half by a log's truncation) becomes U+FFFD, since no UTF-8 writer (Neo4j's driver,
     a JSON reply) can carry it. Raises ValueError (json.JSONDecodeError included)."""
+    if isinstance(text, (bytes, bytearray)):
+        # As json.loads decodes bytes: a surrogate encoded in the bytes (ED A0 BD, written
+        # by a writer that allowed it) is decoded, and repaired below like an escaped one.
+        text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
     try:
         obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError as e:
         raise NestingTooDeep(TOO_DEEP) from e
     if nesting_depth(obj) > MAX_JSON_DEPTH:
         raise NestingTooDeep(TOO_DEEP)
-    raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
-    return _repair_surrogates(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+    if _SURROGATE_ESCAPE.search(text) or without_lone_surrogates(text) is not text:
+        return _repair_surrogates(obj)
+    return obj
 
 
 def nesting_depth(value: Any, stop: int = MAX_JSON_DEPTH) -> int:
@@ -128,15 +136,6 @@ def _repair_surrogates(value: Any) -> Any:
     if isinstance(value, dict):
         return {_repair_surrogates(k): _repair_surrogates(v) for k, v in value.items()}
     return value
-
-
-def without_lone_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD (the text is UTF-8 encodable)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 @dataclass

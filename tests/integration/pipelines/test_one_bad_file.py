@@ -20,6 +20,7 @@ import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.integration.servers import child_env
+from tests.strategies import deep_span_file
 from trajgraph.graph import governance, ids
 from trajgraph.settings import Settings
 
@@ -49,18 +50,6 @@ def _session(sid: str, command: str = "ls", output: str = "a.py") -> bytes:
     return "".join(json.dumps(r) + "\n" for r in records).encode()
 
 
-def _deep_span_file(levels: int) -> bytes:
-    span = {
-        "name": "execute_tool run",
-        "context": {"trace_id": "0x" + "5" * 32, "span_id": "0x" + "6" * 16},
-        "parent_id": None,
-        "status": {"status_code": "OK"},
-        "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.args": "ARGS"},
-    }
-    deep = '{"a": ' * levels + '"x"' + "}" * levels
-    return json.dumps([span]).replace('"ARGS"', deep).encode()
-
-
 @pytest.fixture
 def tenant(driver: Any, neo4j_settings: Settings) -> Iterator[str]:
     name = f"ob-{uuid.uuid4().hex[:8]}"
@@ -88,8 +77,8 @@ def test_a_bad_session_among_good_ones_leaves_the_run_whole(
     (folder / "bad-tool.jsonl").write_bytes(
         _session("ob-tool", command="echo " + LONE, output="out " + LONE)
     )
-    (folder / "deep.json").write_bytes(_deep_span_file(800))
-    (folder / "deep-lines.jsonl").write_bytes(_deep_span_file(200))  # the variant, a line file
+    (folder / "deep.json").write_bytes(deep_span_file(800))
+    (folder / "deep-lines.jsonl").write_bytes(deep_span_file(200))  # the variant, a line file
     os.mkdir(os.fsencode(folder) + b"/odd\xff")  # a folder name that is not UTF-8 either
     (Path(os.fsdecode(os.fsencode(folder) + b"/odd\xff")) / "x.jsonl").write_bytes(
         _session("ob-odd")

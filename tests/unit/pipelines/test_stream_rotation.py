@@ -22,18 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import ROTATION_STEPS
+from tests.unit.pipelines.test_hostile_inputs import _State
 from trajgraph.pipelines.streaming import Line, TailSourceFn, _open_regular
-
-
-class _State:
-    def __init__(self) -> None:
-        self.value: Any = None
-
-    def read(self) -> Any:
-        return self.value
-
-    def write(self, value: Any) -> None:
-        self.value = value
 
 
 class Follower:

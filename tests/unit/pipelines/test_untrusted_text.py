@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.strategies import deep_json_text, deep_span_file
 from trajgraph.errors import InputError
 from trajgraph.pipelines import dead_letter
 from trajgraph.pipelines.adapters import normalize, split_records
@@ -126,29 +127,13 @@ def _nested(levels: int) -> Any:
     return value
 
 
-def _deep_text(levels: int) -> str:
-    return '{"a": ' * levels + '"x"' + "}" * levels  # json.dumps itself recurses
-
-
-def _span_file(levels: int) -> bytes:
-    """An SDK span list whose gen_ai.tool.args nests ``levels`` deep."""
-    span = {
-        "name": "execute_tool run",
-        "context": {"trace_id": "0x" + "3" * 32, "span_id": "0x" + "4" * 16},
-        "parent_id": None,
-        "status": {"status_code": "OK"},
-        "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.args": "ARGS"},
-    }
-    return json.dumps([span]).replace('"ARGS"', _deep_text(levels)).encode()
-
-
 @pytest.mark.parametrize("levels", [800, 990, MAX_JSON_DEPTH])
 def test_otel_args_nested_past_the_limit_are_a_clear_input_error(levels: int) -> None:
     # 800 levels parsed, then broke the pickling of the bundle (a traceback, nothing counted);
     # just past the limit is refused the same way, in a whole-JSON file and in a span file.
     with pytest.raises(InputError, match=r"/logs/t\.json: .*nested too deeply"):
-        list(split_records("/logs/t.json", _span_file(levels)))
-    session = _jsonl(_session()[:2]) + _deep_text(levels).encode() + b"\n"
+        list(split_records("/logs/t.json", deep_span_file(levels)))
+    session = _jsonl(_session()[:2]) + deep_json_text(levels).encode() + b"\n"
     (record,) = split_records("/logs/s.jsonl", session + _jsonl(_session()[2:]))
     # In a line-spanning file the deep line is one unreadable line, not the session's end.
     (traj,) = normalize(record)
@@ -158,7 +143,7 @@ def test_otel_args_nested_past_the_limit_are_a_clear_input_error(levels: int) ->
 def test_nesting_just_within_the_limit_travels_the_whole_pipeline() -> None:
     # At the limit, what every later step does to a record still works from inside a deep
     # stack: the bundle's pickling between steps (LocatedCoder), validation, copies.
-    (record,) = split_records("/logs/t.json", _span_file(MAX_JSON_DEPTH - 8))
+    (record,) = split_records("/logs/t.json", deep_span_file(MAX_JSON_DEPTH - 8))
     (traj,) = normalize(record)
     traj["tenant"] = "t"
     validate(traj)
@@ -176,9 +161,9 @@ def test_nesting_depth_is_counted_without_recursion() -> None:
     assert nesting_depth("x") == 0
     assert nesting_depth([[], {"a": [1]}]) == 3
     assert nesting_depth(_nested(5_000)) == MAX_JSON_DEPTH + 1  # stops counting early
-    assert parse_json(_deep_text(MAX_JSON_DEPTH)) == _nested(MAX_JSON_DEPTH)
+    assert parse_json(deep_json_text(MAX_JSON_DEPTH)) == _nested(MAX_JSON_DEPTH)
     with pytest.raises(ValueError, match="nested too deeply"):
-        parse_json(_deep_text(MAX_JSON_DEPTH + 1))
+        parse_json(deep_json_text(MAX_JSON_DEPTH + 1))
 
 
 @pytest.mark.parametrize("field", ["source", "locator", "reason"])
@@ -197,3 +182,13 @@ def test_a_dead_letter_quoting_a_lone_surrogate_is_encodable(field: str) -> None
     for r in rows:
         dead_letter.to_json_line(r).encode("utf-8")
         assert "\udcff" not in json.dumps(r, ensure_ascii=False)
+
+
+def test_a_surrogate_written_as_raw_bytes_is_repaired_too() -> None:
+    # The variant the fuzz found: a writer that let a lone surrogate through as its three
+    # bytes (ED A0 BD), not as an escape; json.loads decodes bytes so, and kept it.
+    raw = _jsonl(_session(output="out X")).replace(b"out X", b"out \xed\xa0\xbd")
+    (traj,) = _adapted("s.jsonl", raw)  # a line file decodes each byte as U+FFFD
+    assert traj["turns"][0]["observation"].startswith("out " + FFFD)
+    assert parse_json(b'{"a": "\xed\xa0\xbd"}') == {"a": FFFD}
+    assert parse_json(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}  # a BOM, as json.loads reads it
