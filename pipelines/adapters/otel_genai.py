@@ -341,7 +341,12 @@ def _observation(span: Span) -> str:
 
 
 def _iso(ns: int | None) -> str | None:
-    return epoch_to_iso(ns / 1_000_000_000) if ns is not None else None
+    if ns is None:
+        return None
+    try:
+        return epoch_to_iso(ns / 1_000_000_000)
+    except OverflowError:  # a time of hundreds of digits: none
+        return None
 
 
 def _attribute(spans: list[Span], key: str) -> str | None:

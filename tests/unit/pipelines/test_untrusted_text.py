@@ -192,3 +192,12 @@ def test_a_surrogate_written_as_raw_bytes_is_repaired_too() -> None:
     assert traj["turns"][0]["observation"].startswith("out " + FFFD)
     assert parse_json(b'{"a": "\xed\xa0\xbd"}') == {"a": FFFD}
     assert parse_json(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}  # a BOM, as json.loads reads it
+
+
+def test_an_otel_time_of_hundreds_of_digits_is_no_time_not_a_crash() -> None:
+    # Found by the OTel fuzz: ns / 1e9 overflowed (OverflowError, which normalize did not
+    # turn into the record's InputError: in a stream the reader itself would have failed).
+    span = json.loads(deep_span_file(1))[0]
+    span["start_time"] = 10**400
+    (traj,) = _adapted("t.json", json.dumps([span]).encode())
+    assert traj["turns"][0].get("timestamp") is None
