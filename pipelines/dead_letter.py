@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
-from trajgraph.pipelines.adapters.base import Located, RawRecord
+from trajgraph.pipelines.adapters.base import Located, RawRecord, without_lone_surrogates
 from trajgraph.redaction import redact
 
 PREVIEW_CHARS = 500
@@ -36,8 +37,10 @@ def _unredacted_where(element: Any) -> tuple[str, str, str]:
         else:
             preview = json.dumps(payload, ensure_ascii=False, default=str)[:_UNREDACTED_CHARS]
         return element.source, element.locator, preview
-    if isinstance(element, str):  # a listed file's path (transforms.StatFileFn)
+    if isinstance(element, str):  # a listed file's path
         return element, "file", ""
+    if isinstance(element, bytes) and len(element) < 4096:  # as transforms.StatFileFn gets it
+        return os.fsdecode(element), "file", ""
     metadata = getattr(element, "metadata", None)  # fileio.ReadableFile
     if metadata is not None and hasattr(metadata, "path"):
         return str(metadata.path), "file", ""
@@ -56,23 +59,34 @@ def from_exception(stage: str, bad: tuple[Any, tuple[Any, str, Any]]) -> dict[st
     source, locator, preview = _where(element)
     name = getattr(exc_type, "__name__", str(exc_type))
     reason = exc_repr if exc_repr.startswith(name) else f"{name}: {exc_repr}"
-    return {
-        "stage": stage,
-        "source": source,
-        "locator": locator,
-        "reason": _reason(reason),
-        "preview": preview,
-    }
+    return _encodable(
+        {
+            "stage": stage,
+            "source": source,
+            "locator": locator,
+            "reason": _reason(reason),
+            "preview": preview,
+        }
+    )
 
 
 def row(stage: str, source: str, locator: str, reason: str) -> dict[str, Any]:
-    return {
-        "stage": stage,
-        "source": source,
-        "locator": locator,
-        "reason": _reason(reason),
-        "preview": "",
-    }
+    return _encodable(
+        {
+            "stage": stage,
+            "source": source,
+            "locator": locator,
+            "reason": _reason(reason),
+            "preview": "",
+        }
+    )
+
+
+def _encodable(r: dict[str, str]) -> dict[str, Any]:
+    """Every field UTF-8 encodable: a reason or preview quoting a record's lone surrogate
+    (a file name holding one) went on to Beam's coder, whose UnicodeEncodeError ended the
+    whole run with a traceback instead of writing this dead letter."""
+    return {k: without_lone_surrogates(str(v)) for k, v in r.items()}
 
 
 def _reason(text: str) -> str:

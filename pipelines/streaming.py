@@ -27,11 +27,14 @@ already written.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import dataclasses
 import hashlib
 import json
 import os
 import queue
+import stat
 import sys
 import threading
 import uuid
@@ -135,92 +138,281 @@ class TailSourceFn(beam.DoFn):
         if self._source == STDIN:
             yield from _drain_stdin()
             return
-        state: dict[str, tuple[int, int, str, tuple[int, int], bool]] = offsets.read() or {}
+        state: dict[str, Tail] = offsets.read() or {}
         unreadable: dict[str, str] = failing.read() or {}
-        for path in source_files(self._source):
-            name = str(path)
-            pos, lineno, kind, known, skipping = state.get(name, (0, 0, "", (0, 0), False))
-            try:
-                st = path.stat()
-            except OSError:
-                st = None  # opening it below says why, once
-            if st is not None and (st.st_dev, st.st_ino) == known and st.st_size == pos:
-                # Unchanged since the last poll: one stat, not an open and a read (a
-                # folder of thousands of finished sessions is polled twice a second).
-                continue
-            try:
-                with path.open("rb") as f:
-                    st = os.fstat(f.fileno())
-                    identity = (st.st_dev, st.st_ino)
-                    if pos and (identity != known or st.st_size < pos):
-                        # Another file under this name (rotated, or truncated in place):
-                        # read it from its start, as a restart would, not from the old offset.
-                        pos, lineno, kind, skipping = 0, 0, "", False
-                        _forget_session(sessions, name)
-                    f.seek(pos)
-                    # Bounded: a stream started on a large file reads it over a few polls,
-                    # not all into memory at once.
-                    data = f.read(READ_CHUNK_BYTES)
-            except OSError as e:
-                # Reported once (again when the error changes), not on every poll; its lines
-                # are not skipped: they are read once the file is readable again.
-                if unreadable.get(name) != repr(e):
-                    unreadable[name] = repr(e)
-                    failing.write(unreadable)
-                    _count("dead_lettered")
-                    yield beam.pvalue.TaggedOutput(
-                        READ_FAILURES, dead_letter.row("read", name, f"from byte {pos}", repr(e))
-                    )
-                continue
-            if unreadable.pop(name, None) is not None:
+        listed = [str(path) for path in source_files(self._source)]
+        _follow_renames(state, listed, sessions)
+        # Files known before first: one of them copied and truncated hands what it held to
+        # its copy, which must not then be read from its start as a new file. Files rotated
+        # away from a followed name are followed under their new name while they exist (a
+        # writer that has not reopened its log still appends to them).
+        known = [name for name in state if name in listed or state[name].origin]
+        known.sort(key=lambda name: bool(state[name].origin))  # followed names, then rotated
+        for name in [*known, *(name for name in listed if name not in known)]:
+            if name not in known and name in state:
+                continue  # handed its state during this poll: read already
+            yield from self._poll(name, state, sessions, failing, unreadable)
+        offsets.write(state)
+
+    def _poll(
+        self,
+        name: str,
+        state: dict[str, Tail],
+        sessions: Any,
+        failing: Any,
+        unreadable: dict[str, str],
+    ) -> Iterator[Any]:
+        tail = state.get(name) or Tail()
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            # A name that is not UTF-8: none of its records could be written (their source
+            # is on every node). Said once, like an unreadable file.
+            if unreadable.get(name) != "name":
+                unreadable[name] = "name"
                 failing.write(unreadable)
-            if skipping:  # the rest of a line over the limit, already dead-lettered
-                cut = data.find(b"\n")
-                if cut < 0:
-                    state[name] = (pos + len(data), lineno, kind, identity, True)
-                    continue
-                pos, lineno, data, skipping = pos + cut + 1, lineno + 1, data[cut + 1 :], False
-                state[name] = (pos, lineno, kind, identity, False)
-            end = data.rfind(b"\n")
-            # What follows the last newline waits for its own, unless it is already over the
-            # limit (a writer that died mid-line, a binary file): held, it would be read
-            # again on every poll for ever. It is dead-lettered now and skipped to its
-            # newline, whenever that comes.
-            overlong = len(data) - (end + 1) > MAX_LINE_BYTES
-            if end < 0 and not overlong:
-                continue  # only a partial line so far: wait for its newline
-            if end >= 0:
-                kind = kind or sniff_line_file(data[: end + 1]) or EVENTS
-                if kind != EVENTS:
-                    lineno += data.count(b"\n", 0, end + 1)
-                    held = sessions.read() or {}
-                    yield from _session_trajectories(
-                        held, name, kind, data[: end + 1], self._tenant
-                    )
-                    sessions.write(held)
-                else:
-                    # Lines end at "\n" only, as batch splits them: a stray "\r" (which
-                    # splitlines() also ends a line at) would shift every later locator.
-                    for raw in data[:end].split(b"\n"):
-                        lineno += 1
-                        if raw.strip():
-                            yield Line(name, f"line {lineno}", raw.removesuffix(b"\r"))
-            if overlong:
+                _count("dead_lettered")
+                reason = "the file name is not valid UTF-8: rename the file"
+                yield beam.pvalue.TaggedOutput(
+                    READ_FAILURES, dead_letter.row("read", name, "file", reason)
+                )
+            return
+        try:
+            st = os.stat(name)
+        except OSError:
+            st = None  # opening it below says why, once
+        if tail.origin and (st is None or (st.st_dev, st.st_ino) != tail.identity):
+            state.pop(name, None)  # a rotated file removed (or gone on under a name not
+            return  # followed): done with it
+        if st is not None and tail.unchanged(st):
+            # Unchanged since the last poll: one stat, not an open and a read (a folder of
+            # thousands of finished sessions is polled twice a second).
+            return
+        try:
+            with _open_regular(name) as f:
+                st = os.fstat(f.fileno())
+                identity = (st.st_dev, st.st_ino)
+                replaced = bool(tail.pos) and identity != tail.identity
+                rewritten = bool(tail.pos) and not replaced and not tail.continues(f, st.st_size)
+                if replaced or rewritten:
+                    # Rotated (renamed away, another file under the name) or copied and
+                    # truncated: first the rest of the old file, wherever it is now, so
+                    # that nothing appended before the rotation is lost; then this file
+                    # from its start, as a restart would read it.
+                    moved = _rotated_copy(name, tail, identity) if rewritten else None
+                    if moved is not None:
+                        path, at = moved
+                        state[path] = dataclasses.replace(
+                            tail, origin=tail.origin or name, identity=at, mtime_ns=0
+                        )
+                        _move_session(sessions, name, path)
+                        yield from self._poll(path, state, sessions, failing, unreadable)
+                    else:
+                        _forget_session(sessions, name)
+                    tail = Tail(origin=tail.origin)
+                f.seek(tail.pos)
+                # Bounded: a stream started on a large file reads it over a few polls, not
+                # all into memory at once.
+                data = f.read(READ_CHUNK_BYTES)
+        except OSError as e:
+            # Reported once (again when the error changes), not on every poll; its lines
+            # are not skipped: they are read once the file is readable again.
+            if unreadable.get(name) != repr(e):
+                unreadable[name] = repr(e)
+                failing.write(unreadable)
                 _count("dead_lettered")
                 yield beam.pvalue.TaggedOutput(
-                    READ_FAILURES,
-                    dead_letter.row(
-                        "read",
-                        name,
-                        f"line {lineno + 1}",
-                        f"line is over {MAX_LINE_BYTES} bytes (no newline yet): skipped up to "
-                        "its newline",
-                    ),
+                    READ_FAILURES, dead_letter.row("read", name, f"from byte {tail.pos}", repr(e))
                 )
-                state[name] = (pos + len(data), lineno, kind, identity, True)
-                continue
-            state[name] = (pos + end + 1, lineno, kind, identity, False)
-        offsets.write(state)
+            return
+        if unreadable.pop(name, None) is not None:
+            failing.write(unreadable)
+        tail.identity, tail.mtime_ns = identity, st.st_mtime_ns
+        state[name] = tail
+        pos, lineno, kind = tail.pos, tail.lineno, tail.kind
+        if tail.skipping:  # the rest of a line over the limit, already dead-lettered
+            cut = data.find(b"\n")
+            if cut < 0:
+                tail.advance(data, pos + len(data), lineno, kind, skipping=True)
+                return
+            pos, lineno, data = pos + cut + 1, lineno + 1, data[cut + 1 :]
+            tail.advance(b"", pos, lineno, kind, skipping=False)
+        end = data.rfind(b"\n")
+        # What follows the last newline waits for its own, unless it is already over the
+        # limit (a writer that died mid-line, a binary file): held, it would be read again on
+        # every poll for ever. It is dead-lettered now and skipped to its newline, whenever
+        # that comes.
+        overlong = len(data) - (end + 1) > MAX_LINE_BYTES
+        if end < 0 and not overlong:
+            return  # only a partial line so far: wait for its newline
+        if end >= 0:
+            kind = kind or sniff_line_file(data[: end + 1]) or EVENTS
+            if kind != EVENTS:
+                lineno += data.count(b"\n", 0, end + 1)
+                held = sessions.read() or {}
+                yield from _session_trajectories(held, name, kind, data[: end + 1], self._tenant)
+                sessions.write(held)
+            else:
+                # Lines end at "\n" only, as batch splits them: a stray "\r" (which
+                # splitlines() also ends a line at) would shift every later locator.
+                for raw in data[:end].split(b"\n"):
+                    lineno += 1
+                    if raw.strip():
+                        yield Line(name, f"line {lineno}", raw.removesuffix(b"\r"))
+        if overlong:
+            _count("dead_lettered")
+            yield beam.pvalue.TaggedOutput(
+                READ_FAILURES,
+                dead_letter.row(
+                    "read",
+                    name,
+                    f"line {lineno + 1}",
+                    f"line is over {MAX_LINE_BYTES} bytes (no newline yet): skipped up to "
+                    "its newline",
+                ),
+            )
+            tail.advance(data, pos + len(data), lineno, kind, skipping=True)
+            return
+        tail.advance(data[: end + 1], pos + end + 1, lineno, kind, skipping=False)
+
+
+# How much of a followed file's last bytes the reader keeps, to tell the same file grown
+# from one truncated and written again past the old offset within one poll.
+TAIL_BYTES = 64
+
+
+@dataclasses.dataclass
+class Tail:
+    """Where the reader is in one followed file."""
+
+    pos: int = 0  # bytes read (up to the last complete line)
+    lineno: int = 0
+    kind: str = ""  # EVENTS, or the session format of the file
+    identity: tuple[int, int] = (0, 0)  # (st_dev, st_ino)
+    skipping: bool = False  # inside a line over the limit, already dead-lettered
+    last: bytes = b""  # the last TAIL_BYTES bytes before pos
+    mtime_ns: int = 0
+    origin: str = ""  # for a rotated file: the followed name it was rotated away from
+
+    def unchanged(self, st: os.stat_result) -> bool:
+        return (
+            (st.st_dev, st.st_ino) == self.identity
+            and st.st_size == self.pos
+            and st.st_mtime_ns == self.mtime_ns
+        )
+
+    def continues(self, f: Any, size: int) -> bool:
+        """Whether the open file still holds, before ``pos``, the bytes read there (False:
+        truncated, and maybe written again past ``pos``, since the last poll)."""
+        if size < self.pos:
+            return False
+        if not self.last:
+            return True
+        f.seek(self.pos - len(self.last))
+        return bool(f.read(len(self.last)) == self.last)
+
+    def advance(self, data: bytes, pos: int, lineno: int, kind: str, *, skipping: bool) -> None:
+        self.last = (self.last + data)[-TAIL_BYTES:] if data else self.last
+        self.pos, self.lineno, self.kind, self.skipping = pos, lineno, kind, skipping
+
+
+def _open_regular(name: str) -> Any:
+    """``open(name, "rb")`` that never blocks (a FIFO put under a followed name) and refuses
+    what is not a regular file (a device such as /dev/zero never ends)."""
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    f = open(fd, "rb", closefd=True)  # noqa: SIM115 (the caller's with closes it)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise OSError(f"not a regular file: {name}")
+    return f
+
+
+def _follow_renames(state: dict[str, Tail], listed: list[str], sessions: Any) -> None:
+    """Move the state of every followed file that now has another name to that name: a
+    file rotated by rename (``a.jsonl`` → ``a.1.jsonl``, or on to ``a.2.jsonl``) goes on
+    from where it was read to, not from its start as a new file, and the file now under the
+    old name is read from its start."""
+    current: dict[str, tuple[int, int]] = {}
+    for name in {*listed, *state}:
+        with contextlib.suppress(OSError):
+            st = os.stat(name)
+            current[name] = (st.st_dev, st.st_ino)
+    displaced = {
+        tail.identity: name
+        for name, tail in state.items()
+        if tail.identity != (0, 0) and current.get(name) != tail.identity
+    }
+    if not displaced:
+        return
+    moved: dict[str, str] = {}  # new name -> old name
+    for name in listed:
+        old = displaced.pop(current.get(name, (0, 0)), None)
+        if old is not None:
+            moved[name] = old
+    for old in displaced.values():  # renamed to a name the listing does not hold
+        found = _rotated_copy(old, state[old], None)
+        if found is not None and found[0] not in moved:
+            moved[found[0]] = old
+    tails = {new: state[old] for new, old in moved.items()}
+    for new, old in sorted(moved.items(), key=lambda kv: kv[0] in moved.values()):
+        _move_session(sessions, old, new)
+    for name in {*moved.values(), *displaced.values()}:
+        if name in listed:  # another file under the name: read from its start
+            state[name] = Tail(origin=state[name].origin)
+        else:
+            del state[name]  # a rotated file gone on, or removed
+    for new, tail in tails.items():
+        old = moved[new]
+        state[new] = dataclasses.replace(tail, origin=tail.origin or old)
+
+
+def _move_session(sessions: Any, old: str, new: str) -> None:
+    """The lines held for a session file follow it to its new name; the name it left keeps
+    only the versions (what comes under it next still supersedes what was written)."""
+    held = sessions.read() or {}
+    if old not in held:
+        return
+    rec = held[old]
+    held[new] = {**rec, "hashes": dict(rec["hashes"]), "versions": dict(rec["versions"])}
+    held[old] = {"data": b"", "hashes": {}, "versions": dict(rec["versions"])}
+    sessions.write(held)
+
+
+def _rotated_copy(
+    name: str, tail: Tail, truncated: tuple[int, int] | None
+) -> tuple[str, tuple[int, int]] | None:
+    """Where the file read as ``name`` is now, beside it: the same inode under another name
+    (rotation by rename), or, when ``name`` was truncated in place (``truncated`` is its
+    identity), a copy holding what was read before the offset (copy-truncate)."""
+    folder = os.path.dirname(name) or "."
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    for entry in sorted(entries, key=lambda e: e.name):
+        path = entry.path
+        if path == name:
+            continue
+        try:
+            st = entry.stat()
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if truncated is None:
+            if (st.st_dev, st.st_ino) == tail.identity:
+                return path, tail.identity
+            continue
+        if st.st_size < tail.pos or (st.st_dev, st.st_ino) == truncated:
+            continue
+        try:
+            with open(path, "rb") as f:
+                f.seek(tail.pos - len(tail.last))
+                if f.read(len(tail.last)) == tail.last:
+                    return path, (st.st_dev, st.st_ino)
+        except OSError:
+            continue
+    return None
 
 
 def _forget_session(sessions: Any, source: str) -> None:

@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import logging
 import lzma
+import os
 import pickle
 import threading
 import time
@@ -134,7 +135,16 @@ class StatFileFn(beam.DoFn):
     read ``[``, ``*`` and ``?`` in a file's name as a glob again, so ``run[1].json`` read
     ``run1.json`` instead, or nothing at all, without a dead letter."""
 
-    def process(self, path: str) -> Iterator[Any]:
+    def process(self, raw: bytes) -> Iterator[Any]:
+        path = os.fsdecode(raw)
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError as e:
+            # A local name that is not UTF-8 (Python holds it as lone surrogates): no record
+            # of it could be written (its source is on every node), so it is refused whole.
+            raise InputError(
+                "the file name is not valid UTF-8: rename the file", source=path, locator="file"
+            ) from e
         try:
             yield FileSystems.get_filesystem(path).metadata(path)
         except Exception as e:  # BeamIOError: gone or unreadable since it was listed
@@ -153,7 +163,9 @@ class ReadLogRecords(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> Any:
         found, missing = (
             pbegin
-            | "Create paths" >> beam.Create(self._paths)
+            # As bytes: Beam's coder of a str refused a file name that is not UTF-8 while the
+            # pipeline was built, and the whole run ended with a traceback.
+            | "Create paths" >> beam.Create([os.fsencode(p) for p in self._paths])
             | "Find files" >> beam.ParDo(StatFileFn()).with_exception_handling()
         )
         good, bad = (

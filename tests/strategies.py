@@ -248,6 +248,131 @@ def ama_bench(draw: Any) -> tuple[str, Any]:
     return "ama.jsonl", obj
 
 
+class JsonLines(list[Any]):
+    """Records written one per line (a Claude Code transcript, an OTLP file export)."""
+
+
+def nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"a": value} if levels % 2 else [value]
+    return value
+
+
+def deep_json_text(levels: int) -> str:
+    """JSON text nested ``levels`` deep (json.dumps itself recurses, and stops near 1,000)."""
+    return '{"a": ' * levels + '"x"' + "}" * levels
+
+
+def deep_span_file(levels: int) -> bytes:
+    """An OTel SDK span list whose ``gen_ai.tool.args`` nests ``levels`` deep."""
+    span = {
+        "name": "execute_tool run",
+        "context": {"trace_id": "0x" + "3" * 32, "span_id": "0x" + "4" * 16},
+        "parent_id": None,
+        "status": {"status_code": "OK"},
+        "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.args": "ARGS"},
+    }
+    return json.dumps([span]).replace('"ARGS"', deep_json_text(levels)).encode()
+
+
+# Nesting around the parser's limit (pipelines/adapters/base.py MAX_JSON_DEPTH = 128): within
+# it a record must travel the whole pipeline, past it it must be refused cleanly.
+DEEP = st.integers(100, 400).map(nested)
+
+
+def _text_or_lone(value: str) -> Any:
+    """Usually ``value``; often the same with a lone surrogate (half an emoji) in it."""
+    return st.one_of(
+        st.just(value), _maybe(value), st.just(value + "\ud83d"), st.just("\udfff" + value)
+    )
+
+
+@st.composite
+def claude_code(draw: Any) -> tuple[str, Any]:
+    sid = draw(_text_or_lone("s-1"))
+    use_id = draw(_text_or_lone("toolu_1"))
+    records = [
+        {
+            "type": "user",
+            "sessionId": sid,
+            "uuid": draw(_text_or_lone("u1")),
+            "cwd": draw(_text_or_lone("/repo")),
+            "message": {"role": "user", "content": draw(_text_or_lone("Fix the bug"))},
+        },
+        {
+            "type": "assistant",
+            "sessionId": sid,
+            "message": {
+                "role": "assistant",
+                "model": draw(_text_or_lone("m")),
+                "content": [
+                    {"type": "text", "text": draw(_text_or_lone("Looking"))},
+                    {
+                        "type": "tool_use",
+                        "id": use_id,
+                        "name": draw(_text_or_lone("Bash")),
+                        "input": draw(
+                            st.one_of(
+                                st.fixed_dictionaries({"command": _text_or_lone("ls")}),
+                                _maybe({"file_path": "/a.py", "old_string": "x"}),
+                                DEEP,
+                            )
+                        ),
+                    },
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "sessionId": sid,
+            "message": {
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": use_id,
+                        "content": draw(st.one_of(_text_or_lone("a.py"), JSON, DEEP)),
+                        "is_error": draw(_maybe(False)),
+                    }
+                ]
+            },
+        },
+        {"type": "file-history-snapshot", "snapshot": draw(st.one_of(JSON, DEEP))},
+    ]
+    extra = draw(st.lists(st.sampled_from(records), max_size=2))
+    return "session.jsonl", JsonLines(records + extra)
+
+
+@st.composite
+def otel_genai(draw: Any) -> tuple[str, Any]:
+    def span(n: int) -> Any:
+        return st.fixed_dictionaries(
+            {
+                "name": _text_or_lone("execute_tool run"),
+                "context": st.just({"trace_id": "0x" + "1" * 32, "span_id": f"0x{n:016x}"}),
+                "parent_id": st.just(None),
+                "start_time": _maybe("2026-01-01T00:00:00Z"),
+                "status": _maybe({"status_code": "OK"}),
+                "attributes": st.fixed_dictionaries(
+                    {
+                        "gen_ai.operation.name": _maybe("execute_tool"),
+                        "gen_ai.tool.name": _text_or_lone("run"),
+                        "gen_ai.tool.args": st.one_of(_text_or_lone("{}"), JSON, DEEP),
+                        "gen_ai.tool.call.result": _text_or_lone("ok"),
+                        "gen_ai.input.messages": _text_or_lone(
+                            '[{"role": "user", "content": "do it \\ud83d"}]'
+                        ),
+                    }
+                ),
+            }
+        )
+
+    spans = [draw(span(n)) for n in range(draw(st.integers(1, 3)))]
+    if draw(st.booleans()):
+        return "trace.jsonl", JsonLines(spans)  # one span per line
+    return "trace.json", spans
+
+
 SKELETONS = {
     "canonical": canonical(),
     "swe-agent": swe_agent(),
@@ -256,12 +381,18 @@ SKELETONS = {
     "spider-agent": spider_agent(),
     "tau-bench": tau_bench(),
     "ama-bench": ama_bench(),
+    "claude-code": claude_code(),
+    "otel-genai": otel_genai(),
 }
 
 
 @st.composite
 def damaged_bytes(draw: Any, obj: Any, name: str) -> bytes:
-    text = json.dumps(obj, ensure_ascii=draw(st.booleans()), allow_nan=True)
+    ascii_only = draw(st.booleans())
+    if isinstance(obj, JsonLines):
+        text = "\n".join(json.dumps(r, ensure_ascii=ascii_only, allow_nan=True) for r in obj)
+    else:
+        text = json.dumps(obj, ensure_ascii=ascii_only, allow_nan=True)
     data = text.encode("utf-8", "surrogatepass")
     if name.endswith(".jsonl") and draw(st.booleans()):
         # A second line, and sometimes a damaged one.
@@ -277,6 +408,20 @@ def damaged_bytes(draw: Any, obj: Any, name: str) -> bytes:
     elif damage == "nul":
         data = data.replace(b'"', b'"\x00', 1)
     return data
+
+
+# -- log rotation under a followed stream (tests/unit/pipelines/test_stream_rotation.py) --------
+
+# Steps of a writer and a log tool: append n events, rotate by rename (the writer keeps
+# appending to the renamed file until it reopens) or by copy and truncate, reopen, poll.
+ROTATION_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 4)),
+        st.tuples(st.sampled_from(["rename", "copytruncate", "reopen", "poll"]), st.just(0)),
+    ),
+    min_size=1,
+    max_size=25,
+)
 
 
 # -- requests from an OpenAPI document -------------------------------------------------------

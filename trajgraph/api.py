@@ -366,7 +366,11 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
         return result.to_json()
 
     async def run_lessons(request: Request, tenant: str, body: LessonsBody) -> dict[str, Any]:
-        if not body.error and (body.trajectory is None or body.turn is None):
+        # Whitespace is no error text: one answer for GET and POST (it was 400 on one, 422
+        # on the other, depending on which check saw it first).
+        if not (body.error and body.error.strip()) and (
+            body.trajectory is None or body.turn is None
+        ):
             raise ApiError(422, "invalid_request", "give `error`, or `trajectory` and `turn`")
         client = tg(request)
         result = await _bounded(

@@ -16,11 +16,13 @@ unreachable or failing), LLMError, ConfigError (bad arguments).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from trajgraph.errors import ConfigError, NotFoundError
+from trajgraph.errors import ConfigError, InputError, NotFoundError
 from trajgraph.graph.connection import READ_TIMEOUTS, DriverTimeouts, open_driver, ping
 from trajgraph.queries.lessons import DEFAULT_BUDGET as LESSONS_BUDGET
 from trajgraph.queries.memory.brief import DEFAULT_BUDGET
@@ -44,6 +46,42 @@ class Timeouts:
     query_s: float = 10.0  # one retrieval or memory query (a server-side transaction timeout)
     library_s: float = 30.0  # one analyst query (why-chains and listings are library queries)
     driver: DriverTimeouts = field(default_factory=lambda: READ_TIMEOUTS)
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _text_arguments(method: _Method) -> _Method:
+    """Refuse, as the caller's input (InputError), a text argument that is not valid UTF-8:
+    a lone surrogate, as Python decodes invalid UTF-8 on a command line (``--cypher $'\\xff'``).
+    Left to the driver, it was a bare UnicodeEncodeError (CLI exit 1, "a rerun may help")."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for name, value in signature.bind(self, *args, **kwargs).arguments.items():
+            if name != "self" and not _encodable(value):
+                raise InputError(
+                    f"{name} is not valid UTF-8 text (it holds a lone surrogate: invalid "
+                    "UTF-8 on a command line, or a \\udXXX escape)"
+                )
+        return method(self, *args, **kwargs)
+
+    return cast(_Method, checked)
+
+
+def _encodable(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, dict):
+        return all(_encodable(k) and _encodable(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_encodable(v) for v in value)
+    return True
 
 
 class TrajGraph:
@@ -154,6 +192,7 @@ class TrajGraph:
 
     # -- questions ----------------------------------------------------------------------------
 
+    @_text_arguments
     def retrieve(
         self,
         question: str,
@@ -182,6 +221,7 @@ class TrajGraph:
             cypher_query=cypher,
         )
 
+    @_text_arguments
     def why(
         self,
         trajectory: str,
@@ -205,6 +245,7 @@ class TrajGraph:
             timeout_s=self.timeouts.library_s,
         )
 
+    @_text_arguments
     def brief(
         self,
         trajectory: str,
@@ -251,6 +292,7 @@ class TrajGraph:
             timeout_s=self.timeouts.query_s,
         )
 
+    @_text_arguments
     def remind(
         self,
         trajectory: str,
@@ -274,6 +316,7 @@ class TrajGraph:
             timeout_s=self.timeouts.query_s,
         )
 
+    @_text_arguments
     def lessons(
         self,
         error: str | None = None,
@@ -299,6 +342,7 @@ class TrajGraph:
             timeout_s=self.timeouts.query_s,
         )
 
+    @_text_arguments
     def run_query(
         self, name: str, params: dict[str, Any] | None = None, *, tenant: str | None = None
     ) -> list[dict[str, Any]]:
@@ -325,6 +369,7 @@ class TrajGraph:
         """The tenant's trajectories: id, task, turns, source, ..."""
         return self.run_query("trajectories", {"trajectory": None}, tenant=tenant)
 
+    @_text_arguments
     def trajectory(self, trajectory: str, *, tenant: str | None = None) -> dict[str, Any]:
         """One trajectory's row of ``trajectories()``; NotFoundError when there is none."""
         rows = self.run_query("trajectories", {"trajectory": trajectory}, tenant=tenant)
@@ -332,6 +377,7 @@ class TrajGraph:
             raise NotFoundError("trajectory", trajectory, tenant=self._tenant(tenant))
         return rows[0]
 
+    @_text_arguments
     def digest(
         self, trajectory: str | None = None, *, tenant: str | None = None, all_tenants: bool = False
     ) -> str:
@@ -348,6 +394,7 @@ class TrajGraph:
 
     # -- deletes ------------------------------------------------------------------------------
 
+    @_text_arguments
     def delete(
         self,
         *,

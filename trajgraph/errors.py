@@ -20,9 +20,24 @@ __all__ = ["redact"]  # re-exported: callers that redact text they print import 
 class TrajgraphError(Exception):
     """Root of every error trajgraph raises on purpose."""
 
+    def __str__(self) -> str:
+        # UTF-8 always: Beam's dead-letter output carries the message (in repr and in the
+        # traceback's text), and its coder failed on a lone surrogate (a file name that is
+        # not UTF-8, a record's text quoted), which ended the whole run.
+        return without_lone_surrogates(super().__str__())
+
     def __repr__(self) -> str:
         # Beam's dead-letter output carries repr(exc): keep it a readable one-line message.
         return f"{type(self).__name__}: {self}"
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (the text is UTF-8 encodable)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 class ConfigError(TrajgraphError):

@@ -344,7 +344,15 @@ def normalize(
         return _record_ids(adapter(obj, source=record.source), obj, record)
     except InputError as e:
         raise fail(e.reason) from e
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        IndexError,
+        RecursionError,
+        OverflowError,
+    ) as e:
         # Logs are untrusted input: an odd shape the adapter did not foresee is the record's
         # failure (dead-lettered with its locator), not a crash of the whole pipeline.
         raise fail(f"cannot normalize as {fmt}: {type(e).__name__}: {e}") from e

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+# Re-exported: the adapters' and the dead letters' text repair is the errors' own.
+from trajgraph.errors import without_lone_surrogates as without_lone_surrogates
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,16 @@ class NonFiniteNumber(ValueError):
 
 
 class NestingTooDeep(ValueError):
-    """JSON nested deeper than Python's parser recurses (a ``RecursionError`` inside
-    ``json.loads``): refused like any other unreadable record."""
+    """JSON nested deeper than ``MAX_JSON_DEPTH``: refused like any other unreadable record."""
 
 
-TOO_DEEP = "JSON nested too deeply to read"
+# Deeper than this, a parsed value is refused at once. Python's parser itself reaches about
+# 1,000 levels, but every later step that walks a record recurses too, from inside Beam's
+# own deep stack: pickling it between steps, copying, validating. A record of 800 levels
+# parsed and then broke the pickling of its own bundle (a traceback that lost the whole run).
+# Real logs nest a few dozen levels (an OTLP attribute tree: about 4 per level of the value).
+MAX_JSON_DEPTH = 128
+TOO_DEEP = f"JSON nested too deeply to read (over {MAX_JSON_DEPTH} levels)"
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -73,12 +81,40 @@ def parse_json(text: str | bytes) -> Any:
     (NestingTooDeep); a lone surrogate escape (``"\\ud800"``, e.g. an emoji cut
     in half by a log's truncation) becomes U+FFFD, since no UTF-8 writer (Neo4j's driver,
     a JSON reply) can carry it. Raises ValueError (json.JSONDecodeError included)."""
+    if isinstance(text, (bytes, bytearray)):
+        # As json.loads decodes bytes: a surrogate encoded in the bytes (ED A0 BD, written
+        # by a writer that allowed it) is decoded, and repaired below like an escaped one.
+        text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
     try:
         obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-        raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
-        return _repair_surrogates(obj) if _SURROGATE_ESCAPE.search(raw) else obj
     except RecursionError as e:
         raise NestingTooDeep(TOO_DEEP) from e
+    if nesting_depth(obj) > MAX_JSON_DEPTH:
+        raise NestingTooDeep(TOO_DEEP)
+    if _SURROGATE_ESCAPE.search(text) or without_lone_surrogates(text) is not text:
+        return _repair_surrogates(obj)
+    return obj
+
+
+def nesting_depth(value: Any, stop: int = MAX_JSON_DEPTH) -> int:
+    """How deep lists and objects nest in ``value`` (a scalar: 0), counted without recursion
+    and no further than ``stop + 1``."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > deepest:
+            deepest = depth
+            if deepest > stop:
+                return deepest
+        todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
 
 
 def _refuse_constant(name: str) -> Any:
@@ -102,15 +138,6 @@ def _repair_surrogates(value: Any) -> Any:
     return value
 
 
-def without_lone_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD (the text is UTF-8 encodable)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
 @dataclass
 class Lines:
     """The parsed JSON objects of a ``LineFile``, with what could not be read."""
@@ -120,9 +147,13 @@ class Lines:
     torn_last_line: bool = False
 
 
-def read_lines(raw: Iterable[bytes | str]) -> Lines:
-    """Parse the lines of a ``LineFile``; a last line that does not parse is torn (being
-    written), one in the middle (or a line that is not an object) is a bad line."""
+def read_lines(
+    raw: Iterable[bytes | str], keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> Lines:
+    """Parse the lines of a ``LineFile`` with :func:`parse_json` (a lone surrogate becomes
+    U+FFFD, a line nested too deeply or holding NaN is unreadable); a last line that does not
+    parse is torn (being written), one in the middle (or a line that is not an object) is a
+    bad line. ``keep`` maps each record to what is kept of it (all of it by default)."""
     out = Lines()
     pending_bad: int | None = None
     for lineno, line in enumerate(raw, start=1):
@@ -134,12 +165,12 @@ def read_lines(raw: Iterable[bytes | str]) -> Lines:
             out.bad_lines.append(pending_bad)
             pending_bad = None
         try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):  # torn, or nested too deeply
+            obj = parse_json(line)
+        except ValueError:  # torn, nested too deeply, a non-finite number
             pending_bad = lineno
             continue
         if isinstance(obj, dict):
-            out.records.append(obj)
+            out.records.append(keep(obj) if keep else obj)
         else:
             out.bad_lines.append(lineno)
     out.torn_last_line = pending_bad is not None
@@ -150,3 +181,15 @@ def split_lines(data: bytes) -> list[bytes]:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     return data.split(b"\n")
+
+
+def iter_lines(data: bytes) -> Iterator[bytes]:
+    """``data.split(b"\\n")`` one line at a time (no second copy of a large file at once)."""
+    start = 0
+    while True:
+        end = data.find(b"\n", start)
+        if end < 0:
+            yield data[start:]
+            return
+        yield data[start:end]
+        start = end + 1

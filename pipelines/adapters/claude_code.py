@@ -303,6 +303,16 @@ def _message(line: Line, rec: dict[str, Any], timestamp: Any) -> None:
             line.prompt(as_text(part.get("text")))
 
 
+def compact(record: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`read_session` reads of a record it skips (bookkeeping, unknown types): its
+    type and session id. A long-lived reader (the hook server) keeps these instead of, say,
+    every ``file-history-snapshot`` whole: the session it reads is the same."""
+    kind = record.get("type")
+    if kind in CONVERSATION or kind in ("summary", "progress"):
+        return record
+    return {"type": kind, "sessionId": record.get("sessionId")}
+
+
 # -- trajectories ------------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from trajgraph.errors import InputError
+from trajgraph.pipelines.adapters.base import parse_json
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     field,
@@ -50,7 +51,7 @@ def _tool_args(event: dict[str, Any]) -> dict[str, Any]:
                 continue
             fn = field(call, "function")
             try:
-                args = json.loads(fn.get("arguments") or "{}")
+                args = parse_json(fn.get("arguments") or "{}")  # untrusted text, like the log
             except (TypeError, ValueError):
                 return {}
             return args if isinstance(args, dict) else {}

@@ -22,14 +22,13 @@ What becomes what (docs/formats/otel-genai.md):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from trajgraph.errors import InputError
-from trajgraph.pipelines.adapters.base import LineFile
+from trajgraph.pipelines.adapters.base import LineFile, parse_json
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     epoch_to_iso,
@@ -233,9 +232,9 @@ def read_spans(obj: Any) -> list[Span]:
         for line in obj.data.split(b"\n"):
             if line.strip():
                 try:
-                    items.append(json.loads(line))
-                except (json.JSONDecodeError, RecursionError):
-                    continue  # a torn last line of a file being written
+                    items.append(parse_json(line))
+                except ValueError:  # a torn last line of a file being written, or too deep
+                    continue
         return [s for item in items for s in read_spans(item)]
     spans: list[Span] = []
     if isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list):
@@ -261,8 +260,8 @@ def read_spans(obj: Any) -> list[Span]:
 def _messages(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = parse_json(value)  # a lone surrogate in it becomes U+FFFD
+        except ValueError:
             return []
     return [m for m in value if isinstance(m, dict)] if isinstance(value, list) else []
 
@@ -342,7 +341,12 @@ def _observation(span: Span) -> str:
 
 
 def _iso(ns: int | None) -> str | None:
-    return epoch_to_iso(ns / 1_000_000_000) if ns is not None else None
+    if ns is None:
+        return None
+    try:
+        return epoch_to_iso(ns / 1_000_000_000)
+    except OverflowError:  # a time of hundreds of digits: none
+        return None
 
 
 def _attribute(spans: list[Span], key: str) -> str | None:

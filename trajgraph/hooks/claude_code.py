@@ -33,6 +33,8 @@ from trajgraph.hooks.protocol import (
     MAX_MESSAGE_BYTES,
     SOCKET_NAME,
     STARTING_NAME,
+    open_private,
+    private_dir,
 )
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -187,7 +189,7 @@ def _ask_server(
 
 def _start_server(hook_dir: Path) -> None:
     """Start ``trajgraph hook serve`` detached, unless another call just did."""
-    hook_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(hook_dir)
     marker = hook_dir / STARTING_NAME
     with contextlib.suppress(FileNotFoundError):
         if time.time() - marker.stat().st_mtime < STARTING_GRACE_S:
@@ -198,7 +200,7 @@ def _start_server(hook_dir: Path) -> None:
     except FileExistsError:
         return
     os.close(fd)
-    with open(hook_dir / LOG_NAME, "ab") as log:
+    with open_private(hook_dir / LOG_NAME, "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "trajgraph.cli", "hook", "serve"],
             stdin=subprocess.DEVNULL,
@@ -238,7 +240,7 @@ def _log(hook_dir: Path | None, hook: dict[str, Any], reason: str, started: floa
     if hook_dir is None:
         return
     with contextlib.suppress(OSError):
-        hook_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(hook_dir)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         ms = round((time.monotonic() - started) * 1000)
         line = (
@@ -246,5 +248,5 @@ def _log(hook_dir: Path | None, hook: dict[str, Any], reason: str, started: floa
             f"{hook.get('session_id') or '-'} tool {hook.get('tool_name') or '-'}: "
             f"{' '.join(reason.split())[:500]} ({ms} ms)\n"
         )
-        with open(hook_dir / LOG_NAME, "a", encoding="utf-8") as f:
+        with open_private(hook_dir / LOG_NAME) as f:
             f.write(line)

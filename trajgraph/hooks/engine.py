@@ -21,9 +21,12 @@ written here: reminders read turns and states, not vectors.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +37,7 @@ from typing import Any
 import neo4j
 
 from trajgraph.client import TrajGraph
-from trajgraph.errors import ConfigError, InputError, NotFoundError
+from trajgraph.errors import BusyError, ConfigError, InputError, NotFoundError
 from trajgraph.extractors import get_extractor
 from trajgraph.extractors.merge import merge
 from trajgraph.graph import cypher
@@ -42,9 +45,11 @@ from trajgraph.graph.connection import write_transaction
 from trajgraph.graph.embedders import HashEmbedder
 from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
 from trajgraph.graph.writer import STATEMENTS, clear_content, orphan_deletes
+from trajgraph.pipelines.adapters.base import iter_lines
 from trajgraph.pipelines.adapters.claude_code import (
     Line,
     Lines,
+    compact,
     read_lines,
     read_session,
     render_action,
@@ -61,6 +66,16 @@ from trajgraph.schemas.trajectory import validate
 log = logging.getLogger("trajgraph.hook")
 
 MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
+# What all sessions together may hold (bytes of transcript read; parsed, about twice that):
+# past it, the sessions used least recently are forgotten (read again from the start if
+# they come back). Without it, one transcript under five symlinked names was five copies.
+MAX_HELD_BYTES = MAX_TRANSCRIPT_BYTES
+# A session not called for this long is forgotten (the server may live for hours).
+SESSION_IDLE_S = 15 * 60
+# A read larger than this gives the memory of its bytes and parse back to the system after.
+RELEASE_AFTER_BYTES = 16 * 1024 * 1024
+# How long a call waits for its session's lock (another call reading or writing it).
+LOCK_WAIT_S = 30.0
 
 
 @dataclass
@@ -82,6 +97,12 @@ class SessionFile:
     results: set[str] = field(default_factory=set)  # tool_use ids with a result so far
     trajectories: dict[str, Synced] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    identity: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file read so far
+    used: float = field(default_factory=time.monotonic)
+
+    def forget(self) -> None:
+        """Back to nothing read (the file was replaced, or memory is needed)."""
+        self.offset, self.lines, self.trajectories, self.results = 0, Lines(), {}, set()
 
 
 @dataclass
@@ -148,7 +169,7 @@ class HookEngine:
         t0 = time.perf_counter()
         state = self._file(tenant, transcript_path)
         redirect: Path | None = None
-        with state.lock:
+        with self._locked(state):
             self._read_new_lines(state)
             timings["read"] = _ms(t0)
             session = read_session(state.lines.records)
@@ -210,7 +231,7 @@ class HookEngine:
         end = time.monotonic() + wait_s
         state = self._file(tenant, transcript_path)
         while tool_use_id and time.monotonic() < end:
-            with state.lock:
+            with self._locked(state):
                 self._read_new_lines(state)
                 if tool_use_id in state.results:
                     break
@@ -226,34 +247,100 @@ class HookEngine:
         )
 
     def _file(self, tenant: str, path: str) -> SessionFile:
+        """The state of a transcript, one per file: names that lead to the same file (a
+        symlink, ``..``) share it."""
+        name = str(Path(path).expanduser())
+        try:
+            st = os.stat(name)
+        except OSError as e:
+            raise InputError(f"cannot read the transcript: {e}", source=name) from e
+        if not stat.S_ISREG(st.st_mode):
+            # A device (/dev/zero reports size 0 and never ends) or a FIFO (open() waits
+            # for a writer for ever): not a transcript.
+            raise InputError("the transcript is not a regular file", source=name)
         with self._files_lock:
-            key = (tenant, str(Path(path).expanduser()))
+            # Keyed by where the name leads (a file replaced there is noticed by its inode
+            # when read, and read again from its start).
+            key = (tenant, os.path.realpath(name))
             if key not in self._files:
-                self._files[key] = SessionFile(key[1])
-            return self._files[key]
+                self._files[key] = SessionFile(name)
+            state = self._files[key]
+            state.used = time.monotonic()
+            return state
+
+    @contextlib.contextmanager
+    def _locked(self, state: SessionFile) -> Iterator[None]:
+        """The session's lock, waited for at most LOCK_WAIT_S (then BusyError: silence)."""
+        if not state.lock.acquire(timeout=LOCK_WAIT_S):
+            raise BusyError("another call on this session is still running")
+        try:
+            yield
+        finally:
+            state.lock.release()
+
+    def forget_sessions(self, *, idle_s: float = SESSION_IDLE_S) -> int:
+        """Forget sessions not called for ``idle_s``, then the least recently used ones
+        while all together hold over MAX_HELD_BYTES; a session in use is left alone. Called
+        after each call and by the server's idle watchdog. Returns how many were dropped."""
+        now = time.monotonic()
+        dropped = 0
+        with self._files_lock:
+            held = sum(s.offset for s in self._files.values())
+            for key, state in sorted(self._files.items(), key=lambda kv: kv[1].used):
+                if now - state.used < idle_s and held <= MAX_HELD_BYTES:
+                    break
+                if not state.lock.acquire(blocking=False):
+                    continue  # a call is using it
+                try:
+                    held -= state.offset
+                    state.forget()
+                    del self._files[key]
+                    dropped += 1
+                finally:
+                    state.lock.release()
+        if dropped:
+            _release_memory()
+        return dropped
 
     def _read_new_lines(self, state: SessionFile) -> None:
-        path = Path(state.path)
         try:
-            size = path.stat().st_size
+            # O_NONBLOCK: a path that became a FIFO since _file() must not block the open.
+            fd = os.open(state.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError as e:
             raise InputError(f"cannot read the transcript: {e}", source=state.path) from e
-        if size > MAX_TRANSCRIPT_BYTES:
-            raise InputError(f"transcript is over {MAX_TRANSCRIPT_BYTES} bytes", source=state.path)
-        if size < state.offset:  # rewritten or truncated: start over
-            state.offset, state.lines, state.trajectories = 0, Lines(), {}
-            state.results = set()
-        with path.open("rb") as f:
+        with open(fd, "rb", closefd=True) as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise InputError("the transcript is not a regular file", source=state.path)
+            if st.st_size > MAX_TRANSCRIPT_BYTES:
+                raise InputError(
+                    f"transcript is over {MAX_TRANSCRIPT_BYTES} bytes", source=state.path
+                )
+            identity = (st.st_dev, st.st_ino)
+            if st.st_size < state.offset or identity != state.identity:
+                state.forget()  # rewritten, truncated or replaced: start over
+                state.identity = identity
             f.seek(state.offset)
-            data = f.read()
+            # No more than the size just read: a file growing meanwhile is read next call,
+            # and the cap holds whatever the file does.
+            data = f.read(st.st_size - state.offset)
         end = data.rfind(b"\n")
         if end < 0:
             return  # nothing complete yet
-        more = read_lines(data[: end + 1].split(b"\n"))
-        state.results.update(_result_ids(more.records))
+        results: list[str] = []
+
+        def keep(record: dict[str, Any]) -> dict[str, Any]:
+            results.extend(_result_ids([record]))
+            return compact(record)
+
+        more = read_lines(iter_lines(data[: end + 1]), keep)
+        state.results.update(results)
         state.lines.records.extend(more.records)
         state.lines.bad_lines.extend(more.bad_lines)
         state.offset += end + 1
+        if end > RELEASE_AFTER_BYTES:
+            del data, more
+            _release_memory(collect=False)
 
     # -- writing the completed prefix ---------------------------------------------------------
 
@@ -352,6 +439,20 @@ def _result_ids(records: list[dict[str, Any]]) -> Iterator[str]:
         for part in content if isinstance(content, list) else []:
             if isinstance(part, dict) and part.get("type") == "tool_result":
                 yield str(part.get("tool_use_id"))
+
+
+def _release_memory(*, collect: bool = True) -> None:
+    """Give freed memory back to the system: glibc keeps the heap of a big transcript's
+    parsed records otherwise, and the server's RSS stays at its peak."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    if collect:
+        gc.collect()
+    # Not glibc (no malloc_trim): the memory is reused by the next session instead.
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
 
 
 def _ms(since: float) -> float:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trajgraph import settings as settings_mod
+from trajgraph.errors import BusyError, InputError
 from trajgraph.hooks import agents
 from trajgraph.hooks.protocol import (
     LOG_NAME,
@@ -35,15 +36,30 @@ from trajgraph.hooks.protocol import (
     SOCKET_NAME,
     STARTING_NAME,
     hook_output,
+    open_private,
+    private_dir,
 )
 
 log = logging.getLogger("trajgraph.hook")
 
+# Calls handled at once; one more is answered "busy" at once (silence) instead of holding a
+# thread. Claude Code makes one call at a time per session, so this is many sessions' worth.
+MAX_CONNECTIONS = 32
+# A connection that sends no request line within this long is closed: a client that
+# connected and hung (or never meant to write) held a thread for ever.
+REQUEST_TIMEOUT_S = 10.0
+
+
+class _PrivateLog(logging.handlers.RotatingFileHandler):
+    """The hook log, created readable by its user only (it names transcript paths, session
+    ids and error text); the default was 0644."""
+
+    def _open(self) -> Any:
+        return open_private(Path(self.baseFilename))
+
 
 def configure_logging(hook_dir: Path) -> None:
-    handler = logging.handlers.RotatingFileHandler(
-        hook_dir / LOG_NAME, maxBytes=2_000_000, backupCount=2, encoding="utf-8"
-    )
+    handler = _PrivateLog(hook_dir / LOG_NAME, maxBytes=2_000_000, backupCount=2, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -87,6 +103,9 @@ def handle(engine: Any, request: dict[str, Any]) -> dict[str, Any]:
                 tool_use_id=hook.get("tool_use_id"),
                 agent_id=hook.get("agent_id"),
             )
+    except (InputError, BusyError) as e:  # the path or the moment, not a bug: one line
+        log.warning("hook call passed (%s, session %s): %s", event, hook.get("session_id"), e)
+        return {"output": None, "error": f"{type(e).__name__}: {e}"[:500], "timings_ms": {}}
     except Exception as e:  # a hook must never break the agent: log, answer with silence
         log.exception("hook call failed (%s, session %s)", event, hook.get("session_id"))
         return {"output": None, "error": f"{type(e).__name__}: {e}"[:500], "timings_ms": {}}
@@ -107,8 +126,7 @@ def handle(engine: Any, request: dict[str, Any]) -> dict[str, Any]:
 def serve(settings: settings_mod.Settings, *, idle_minutes: float = 30.0) -> int:
     """Run until idle for ``idle_minutes`` (or SIGTERM). Returns 0; 0 too when a server is
     already listening (a second start is a no-op)."""
-    hook_dir = settings.hook_dir
-    hook_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    hook_dir = private_dir(settings.hook_dir)
     configure_logging(hook_dir)
     sock_path = hook_dir / SOCKET_NAME
     if alive(sock_path):
@@ -129,22 +147,40 @@ def serve(settings: settings_mod.Settings, *, idle_minutes: float = 30.0) -> int
         batch_size=settings.write_batch_size,
     )
     last_call = [time.monotonic()]
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
     class Handler(socketserver.StreamRequestHandler):
+        timeout = REQUEST_TIMEOUT_S  # for reading the request line (and writing the reply)
+
         def handle(self) -> None:
             last_call[0] = time.monotonic()
-            raw = self.rfile.readline(MAX_MESSAGE_BYTES)
-            try:
-                request = json.loads(raw)
-                reply = handle(engine, request if isinstance(request, dict) else {})
-            except ValueError as e:
-                reply = {"output": None, "error": f"bad request: {e}", "timings_ms": {}}
+            if not slots.acquire(blocking=False):
+                reply: dict[str, Any] = {"output": None, "error": "busy", "timings_ms": {}}
+            else:
+                try:
+                    reply = self._answer()
+                finally:
+                    slots.release()
             with contextlib.suppress(OSError):  # the client gave up waiting: fine
                 self.wfile.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
             last_call[0] = time.monotonic()
 
+        def _answer(self) -> dict[str, Any]:
+            try:
+                raw = self.rfile.readline(MAX_MESSAGE_BYTES)
+            except OSError as e:  # TimeoutError: connected, sent nothing
+                return {"output": None, "error": f"no request: {e}", "timings_ms": {}}
+            try:
+                request = json.loads(raw)
+                return handle(engine, request if isinstance(request, dict) else {})
+            except ValueError as e:
+                return {"output": None, "error": f"bad request: {e}", "timings_ms": {}}
+            finally:
+                engine.forget_sessions()
+
     class Server(socketserver.ThreadingUnixStreamServer):
         daemon_threads = True
+        request_queue_size = MAX_CONNECTIONS  # the default 5 refused a burst of connections
 
     server = Server(str(sock_path), Handler)
     os.chmod(sock_path, 0o600)
@@ -156,6 +192,7 @@ def serve(settings: settings_mod.Settings, *, idle_minutes: float = 30.0) -> int
     def watchdog() -> None:
         while time.monotonic() - last_call[0] < idle_minutes * 60:
             time.sleep(min(5.0, idle_minutes * 60))
+            engine.forget_sessions()  # sessions idle for long give their memory back
         log.info("hook server idle for %s minutes: stopping", idle_minutes)
         server.shutdown()
 

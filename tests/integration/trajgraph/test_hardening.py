@@ -477,3 +477,40 @@ def test_the_cli_prints_ids_escaped(driver: neo4j.Driver, ingested: Ingest, tena
         assert not any(c in out.stdout for c in "\x1b\x07\x9b\u202e"), out.stdout
         assert "legacy\\u001b]0;pwned\\u0007\\u009b2J\\u202e" in out.stdout
     assert json.loads(out.stdout)[0]["id"] == evil  # the JSON still means the same id
+
+
+# -- issue 31, minor: invalid UTF-8 is the caller's error; one answer for a blank query ------
+
+
+@pytest.mark.parametrize("blank", ["   ", "\t\n ", "\u00a0"])
+def test_a_blank_lessons_query_is_one_answer_on_get_and_post(served: Served, blank: str) -> None:
+    # It was 400 on GET (the engine's check) and 422 on POST.
+    get = served.call("GET", "/v1/lessons?error=" + urllib.parse.quote(blank))
+    post = served.call("POST", "/v1/lessons", {"error": blank})
+    assert get[0] == post[0] == 422, (get, post)
+    assert json.loads(get[2])["error"] == json.loads(post[2])["error"]
+    assert json.loads(get[2])["error"]["code"] == "invalid_request"
+
+
+def test_a_lone_surrogate_in_a_question_is_refused_not_a_failure(served: Served) -> None:
+    # JSON may carry "\ud800"; no UTF-8 writer (Neo4j's driver) can: the caller's input.
+    for path, body in (
+        ("/v1/retrieve", {"question": "why \ud800", "trajectory": "plain"}),
+        ("/v1/lessons", {"error": "boom \udcff"}),
+    ):
+        status, _, reply = served.call("POST", path, body)
+        assert status == 422 and json.loads(reply)["error"]["code"] == "invalid_request", reply
+
+
+@pytest.mark.parametrize("flag", ["--cypher", "--code"])
+def test_invalid_utf8_on_the_command_line_exits_2(ingested: Ingest, tenant: str, flag: str) -> None:
+    # Python decodes invalid UTF-8 in argv to lone surrogates; the driver then raised a bare
+    # UnicodeEncodeError (exit 1: "a rerun may help").
+    assert ingested({"id": "u", "task": "t", "turns": TURNS}, tenant=tenant).summary.ingested
+    env = _env(tenant=tenant, TRAJGRAPH_TENANT=tenant)
+    query = b"MATCH (t:Turn) RETURN t.idx AS \xff" if flag == "--cypher" else b"result = '\xfe'"
+    argv = [sys.executable.encode(), b"-m", b"trajgraph.cli", b"search", b"how many"]
+    for args in ([*argv, b"--trajectory", b"u", flag.encode(), query], [*argv[:4], b"why \xff"]):
+        out = subprocess.run(args, env=env, cwd=REPO, capture_output=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert b"not valid UTF-8" in out.stderr and b"Traceback" not in out.stderr

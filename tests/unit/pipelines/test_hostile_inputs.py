@@ -237,15 +237,15 @@ def test_a_stream_reports_an_unreadable_file_once_and_follows_no_directories(
     (tmp_path / "dir.jsonl").mkdir()
     locked = tmp_path / "locked.jsonl"
     locked.write_text(_event("locked", 0) + "\n")
-    real_open = Path.open
+    real_open = streaming._open_regular
 
-    def deny(self: Path, *args: Any, **kwargs: Any) -> Any:
-        if self == locked and deny.on:  # type: ignore[attr-defined]
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
+    def deny(name: str) -> Any:
+        if name == str(locked) and deny.on:  # type: ignore[attr-defined]
+            raise PermissionError(13, "Permission denied", name)
+        return real_open(name)
 
     deny.on = True  # type: ignore[attr-defined]
-    monkeypatch.setattr(Path, "open", deny)
+    monkeypatch.setattr(streaming, "_open_regular", deny)
     reader, offsets, sessions, failing = TailSourceFn(str(tmp_path)), _State(), _State(), _State()
     polls = [list(reader.process(None, offsets, sessions, failing)) for _ in range(5)]
     rows = [x.value for poll in polls for x in poll]  # TaggedOutput: the read failures
@@ -513,13 +513,13 @@ def test_an_idle_poll_opens_no_file_that_did_not_change(
     reader, offsets, sessions, failing = TailSourceFn(str(tmp_path)), _State(), _State(), _State()
     assert len(list(reader.process(None, offsets, sessions, failing))) == 5
     opened: list[Path] = []
-    real_open = Path.open
+    real_open = streaming._open_regular
 
-    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
-        opened.append(self)
-        return real_open(self, *args, **kwargs)
+    def counting(name: str) -> Any:
+        opened.append(Path(name))
+        return real_open(name)
 
-    monkeypatch.setattr(Path, "open", counting)
+    monkeypatch.setattr(streaming, "_open_regular", counting)
     assert list(reader.process(None, offsets, sessions, failing)) == []
     assert opened == []
     with (tmp_path / "s3.jsonl").open("a") as f:

@@ -533,3 +533,32 @@ def test_stdout_wrapper_passes_everything_else_through() -> None:
     assert wrapped.write("plain ✓\n") == len("plain ✓\n")
     wrapped.flush()
     assert buffer.getvalue() == "plain ✓\n"
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs"),
+    [
+        ("retrieve", ("how many",), {"cypher": "MATCH (t) RETURN \udcff"}),
+        ("retrieve", ("why \udcff",), {}),
+        ("lessons", ("boom \ud800",), {}),
+        ("remind", ("t", "ls \udcfe"), {}),
+        ("run_query", ("why_chain", {"trajectory": "t\udcff"}), {}),
+        ("why", ("t\udcff",), {}),
+    ],
+)
+def test_the_client_refuses_text_that_is_not_utf8_as_input(
+    method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    # Invalid UTF-8 on a command line arrives as lone surrogates: the driver raised a bare
+    # UnicodeEncodeError (CLI exit 1) instead of the caller's InputError (exit 2, HTTP 400).
+    import neo4j
+
+    from trajgraph.client import TrajGraph
+    from trajgraph.errors import InputError
+
+    driver = neo4j.GraphDatabase.driver("bolt://127.0.0.1:9", auth=("neo4j", "x"))
+    try:
+        with pytest.raises(InputError, match="not valid UTF-8"):
+            getattr(TrajGraph(driver), method)(*args, **kwargs)
+    finally:
+        driver.close()

@@ -62,3 +62,24 @@ def test_no_server_and_bad_flags_pass_through(tmp_path: Path, monkeypatch: pytes
     assert out.getvalue() == ""
     log = (tmp_path / "hook.log").read_text()
     assert "no hook server is listening" in log and "bad hook command-line flags" in log
+
+
+def test_the_hook_log_is_private_and_an_open_hook_folder_is_tightened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hook.log names transcript paths, session ids and error text: it was created 0644, and
+    # a hook folder left 0755 (by an older version, or by hand) stayed so.
+    import os
+
+    hook_dir = tmp_path / "hook"
+    hook_dir.mkdir()
+    os.chmod(hook_dir, 0o755)
+    monkeypatch.setenv("TRAJGRAPH_HOOK_DIR", str(hook_dir))
+    assert claude_code.main(["--no-start"], stdin=io.BytesIO(b"[]"), stdout=io.StringIO()) == 0
+    assert os.stat(hook_dir).st_mode & 0o777 == 0o700
+    assert os.stat(hook_dir / "hook.log").st_mode & 0o777 == 0o600
+    # The variant: a log that already exists world-readable is tightened on the next write.
+    os.chmod(hook_dir / "hook.log", 0o644)
+    assert claude_code.main(["--no-start"], stdin=io.BytesIO(b"{"), stdout=io.StringIO()) == 0
+    assert os.stat(hook_dir / "hook.log").st_mode & 0o777 == 0o600
+    assert "not a JSON object" in (hook_dir / "hook.log").read_text()
