@@ -57,6 +57,7 @@ from trajgraph.pipelines.adapters.claude_code import (
     subagent_id,
     trajectories_of,
 )
+from trajgraph.pipelines.adapters.codex import LINE_TYPES as CODEX_LINE_TYPES
 from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.memory.findings import Reminder
 from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
@@ -331,7 +332,8 @@ class HookEngine:
 
         def keep(record: dict[str, Any]) -> dict[str, Any]:
             results.extend(_result_ids([record]))
-            return compact(record)
+            # Claude Code's bookkeeping is shrunk; a Codex rollout line is all conversation.
+            return record if record.get("type") in CODEX_LINE_TYPES else compact(record)
 
         more = read_lines(iter_lines(data[: end + 1]), keep)
         state.results.update(results)
