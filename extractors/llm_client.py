@@ -251,7 +251,7 @@ def structured(content: str | None, model: type[M], schema: dict[str, Any]) -> M
     """A JSON reply as ``model``, validated against its strict JSON ``schema`` first;
     LLMReplyError (saying why) when it cannot be used."""
     try:
-        data = json.loads(content or "")
+        data = so.loads_reply(content or "")
     except json.JSONDecodeError as e:
         raise LLMReplyError(f"not JSON: {e.msg}") from e
     try:

@@ -21,6 +21,7 @@ from jsonschema.exceptions import best_match
 from trajgraph.errors import LLMReplyError
 from trajgraph.extractors.base import find_verbatim, is_verbatim
 from trajgraph.extractors.llm_prompt import PackedWindow
+from trajgraph.extractors.structured import loads_reply
 from trajgraph.schemas.extraction import (
     AssociationItem,
     CauseItem,
@@ -56,7 +57,7 @@ def parse_reply(content: str | None) -> ExtractionReply:
     fenced = _FENCE.match(content)  # json_object servers sometimes wrap JSON in a fence
     text = fenced.group(1) if fenced else content
     try:
-        data = json.loads(text)
+        data = loads_reply(text)
     except json.JSONDecodeError as e:
         raise LLMReplyError(f"the reply is not JSON: {e}") from e
     error = best_match(_validator().iter_errors(data))

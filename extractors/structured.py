@@ -185,6 +185,13 @@ class Negotiator:
 NEGOTIATOR = Negotiator()
 
 
+def loads_reply(text: str) -> Any:
+    """A model's JSON reply. Control characters inside strings are allowed (``strict=False``):
+    llama.cpp's JSON grammar lets a model write a raw newline or tab in a string, which the
+    strict parser refuses (SmolLM2 did, on real windows); the value is the same either way."""
+    return json.loads(text, strict=False)
+
+
 # -- truncated replies ------------------------------------------------------------------------
 
 
@@ -200,7 +207,7 @@ def salvage_truncated(text: str, schema: dict[str, Any], *, tries: int = 64) -> 
     cuts = _cut_points(text, start)
     for end, closers in reversed(cuts[-tries:]):
         try:
-            value = json.loads(text[start:end] + closers)
+            value = loads_reply(text[start:end] + closers)
         except json.JSONDecodeError:
             continue
         value = _fill_required(value, schema, schema)

@@ -273,6 +273,17 @@ def _reply(n: int) -> dict[str, Any]:
     }
 
 
+def test_a_raw_control_character_in_a_string_is_still_a_reply() -> None:
+    from trajgraph.extractors.llm_reply import parse_reply
+
+    raw = json.dumps(_reply(1)).replace("tests failed", "tests\tfailed\nhere")
+    raw = raw.replace("\\t", "\t").replace("\\n", "\n")  # as a grammar lets a model write
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(raw)
+    parsed = parse_reply(raw)
+    assert parsed.windows[0].states[0].text == "tests\tfailed\nhere"
+
+
 def test_salvage_keeps_the_complete_items() -> None:
     schema = reply_json_schema()
     text = json.dumps(_reply(3))
