@@ -21,7 +21,7 @@ from jsonschema.exceptions import best_match
 from trajgraph.errors import LLMReplyError
 from trajgraph.extractors.base import find_verbatim, is_verbatim
 from trajgraph.extractors.llm_prompt import PackedWindow
-from trajgraph.extractors.structured import loads_reply
+from trajgraph.extractors.structured import loads_reply, without_bounds
 from trajgraph.schemas.extraction import (
     AssociationItem,
     CauseItem,
@@ -45,7 +45,10 @@ InvalidReply = LLMReplyError
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
-    schema = reply_json_schema()
+    # Structure only: the schema's bounds help a model stop, but a server that ignores them
+    # (OpenAI strict mode gets none, json_object and prompt servers see them as text) may send
+    # 17 objects or a long value, and that is no reason to throw a good reply away.
+    schema = without_bounds(reply_json_schema())
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)

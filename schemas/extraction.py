@@ -48,7 +48,7 @@ class _Strict(BaseModel):
 # Bounds of an LLM's reply, in its JSON Schema only (``json_schema_extra``: pydantic does not
 # enforce them, so the heuristic's own findings are never cut). They let a grammar-constrained
 # small model stop: without them SmolLM2 copied a whole `cat` output into one value and ran
-# into max_tokens with truncated JSON. Replies are validated against them (jsonschema).
+# into max_tokens with truncated JSON. Replies are not held to them (see llm_reply._validator).
 MAX_WINDOWS_PER_REQUEST = 16
 MAX_NAME = 200  # identifiers, subjects
 MAX_TEXT = 300  # values, one-line texts, reasons

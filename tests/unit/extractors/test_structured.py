@@ -284,6 +284,23 @@ def test_a_raw_control_character_in_a_string_is_still_a_reply() -> None:
     assert parsed.windows[0].states[0].text == "tests\tfailed\nhere"
 
 
+def test_a_reply_over_the_bounds_is_kept_whole() -> None:
+    """The bounds help a model stop; a server that ignores them (OpenAI strict mode is sent
+    none) must not lose a good reply for its 17th object or a long value."""
+    from trajgraph.extractors.llm_reply import parse_reply
+
+    reply = _reply(1)
+    reply["windows"][0]["objects"] = [
+        {"name": f"src/f{i}.py", "kind": "path", "turns": [0]} for i in range(40)
+    ]
+    reply["windows"][0]["states"][0]["text"] = "x" * 2000
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(reply, reply_json_schema())
+    parsed = parse_reply(json.dumps(reply))
+    assert len(parsed.windows[0].objects) == 40
+    assert len(parsed.windows[0].states[0].text) == 2000
+
+
 def test_salvage_keeps_the_complete_items() -> None:
     schema = reply_json_schema()
     text = json.dumps(_reply(3))
