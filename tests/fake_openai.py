@@ -465,6 +465,17 @@ def _answer(body: dict[str, Any], kind: str) -> tuple[str, str]:
     return content, "stop"
 
 
+def judge_by_reference(body: dict[str, Any]) -> str:
+    """A scripted ``text_reply`` for AMA-Bench's judge prompt (trajgraph.evaluation.judge):
+    "yes" when the reference answer is in the predicted one, else "No"."""
+    prompt = body["messages"][-1]["content"]
+    gold = re.search(r"^Reference Answer: (.*)$", prompt, re.MULTILINE)
+    said = re.search(r"^Predicted Answer: (.*)$", prompt, re.MULTILINE)
+    if gold is None or said is None:
+        return "not a judge prompt"
+    return "yes" if gold.group(1) in said.group(1) else "No"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, default=0)

@@ -19,6 +19,12 @@ over the whole trajectory), ``bm25`` over turns, ``embedding_topk`` over turns, 
     trajgraph eval --synthetic --horizons 8000 32000 --seeds 1    # synthetic needle recall
     trajgraph eval DIR --keep-tenant eval-dev   # keep the ingested graph for the next run
     trajgraph eval --compare A.json B.json      # two --save files: the gap and its interval
+    trajgraph eval DIR --reader URL --judge URL # judged accuracy, AMA-Bench's protocol
+
+With ``--judge`` each (question, method) row also gets ``accuracy`` (1 or 0) and ``invalid``
+(the role whose reply could not be used, scored as wrong): ``--judge`` alone grades with the
+configured LLM (evaluation.judge.Judge), ``--reader URL --judge URL`` with two servers the
+command line names (evaluation.judge.ReaderJudge: docs/eval.md).
 """
 
 from __future__ import annotations
@@ -404,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"wrote {args.plot}", file=sys.stderr)
     if judge is not None and judge.invalid:
-        print(f"judge: {judge.invalid} invalid repl(ies) scored as wrong", file=sys.stderr)
+        print(f"{judge.invalid} unusable repl(ies), scored as wrong:", file=sys.stderr)
         for why, n in sorted(judge.invalid_by.items()):
             print(f"  {why}: {n}", file=sys.stderr)
     return 0
@@ -496,6 +502,8 @@ def _print_synthetic(rows: list[dict[str, Any]], budget: int, judged: bool, md: 
         print(f"\nhorizon {horizon} tokens ({n} episode(s)), budget {budget}")
         for metric in metrics:
             print(table(sub, metric))
+    if judged:
+        _print_invalid(rows)
     if md:
         print("\n" + markdown(rows, "needle_recall", ("causal", "state_updating", "overall")))
 

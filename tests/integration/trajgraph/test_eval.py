@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, judge_by_reference
 from tests.paths import AMA_DEV
 from trajgraph.evaluation import harness as evaluation
 from trajgraph.evaluation.synthetic import generate
@@ -167,15 +167,8 @@ def test_reader_and_judge_servers_score_every_methods_context(
         found = re.findall(r"0\.0\.0\.0:8080|PORT=8080", body["messages"][-1]["content"])
         return f"Answer[1]: {found[-1] if found else 'not in the context'}"
 
-    def grade(body: dict[str, Any]) -> str:
-        prompt = body["messages"][-1]["content"]
-        gold = re.search(r"Reference Answer: (.*)", prompt)
-        said = re.search(r"Predicted Answer: (.*)", prompt)
-        assert gold and said
-        return "yes" if gold.group(1) in said.group(1) else "no"
-
     saved = tmp_path / "rows.json"
-    with FakeOpenAI(text_reply=read) as reader, FakeOpenAI(text_reply=grade) as judge:
+    with FakeOpenAI(text_reply=read) as reader, FakeOpenAI(text_reply=judge_by_reference) as judge:
         code = evaluation.main(
             [
                 *(str(path), "--budget", "500", "--reader", reader.url, "--judge", judge.url),

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, judge_by_reference
 from trajgraph import cli
 from trajgraph.errors import LLMError
 from trajgraph.evaluation import harness
@@ -40,14 +40,6 @@ def _reader(body: dict[str, Any]) -> str:
     return f"Answer[1]: {found[-1]}" if found else "Answer[1]: not in the context"
 
 
-def _judge(body: dict[str, Any]) -> str:
-    prompt = body["messages"][-1]["content"]
-    gold = re.search(r"Reference Answer: (.*)", prompt)
-    answer = re.search(r"Predicted Answer: (.*)", prompt)
-    assert gold and answer
-    return "Yes." if gold.group(1) in answer.group(1) else "No"
-
-
 def _client(server: FakeOpenAI, **changes: Any) -> ChatClient:
     settings = LLMSettings(
         model="m", base_url=server.url, max_attempts=2, max_backoff_s=0.01, **changes
@@ -56,7 +48,8 @@ def _client(server: FakeOpenAI, **changes: Any) -> ChatClient:
 
 
 def test_each_methods_context_reaches_the_reader_and_only_the_judge_sees_the_gold() -> None:
-    with FakeOpenAI(text_reply=_reader) as reader, FakeOpenAI(text_reply=_judge) as judge:
+    scripted = FakeOpenAI(text_reply=judge_by_reference)
+    with FakeOpenAI(text_reply=_reader) as reader, scripted as judge:
         grader = ReaderJudge(
             _client(reader, max_output_tokens=64), _client(judge, max_output_tokens=8)
         )
@@ -81,7 +74,7 @@ def test_each_methods_context_reaches_the_reader_and_only_the_judge_sees_the_gol
         assert contexts[name] not in prompt  # the judge grades the answer, not the evidence
         assert body["temperature"] == 0 and body["max_tokens"] == 8
         assert result.correct is (result.answer == "retries=5")
-        assert result.verdict in ("Yes.", "No") and result.invalid is None
+        assert result.verdict in ("yes", "No") and result.invalid is None
     # whole_trajectory holds the last value; a 60-token long context keeps its head and tail
     assert graded["whole_trajectory"].correct
     assert grader.invalid == 0
@@ -259,3 +252,14 @@ def test_a_subset_takes_questions_in_turn_from_each_capability() -> None:
     assert [q["question"] for q in five] == ["q0", "q1", "q4", "q7", "q10"]
     assert {q["type"] for q in five} == set(types)
     assert subset(episode, 50)["qa_pairs"] == episode["qa_pairs"]
+
+
+def test_judge_alone_is_still_the_configured_llm_and_takes_no_path_for_a_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRAJGRAPH_LLM_MODEL", raising=False)
+    episodes = str(_episode_file(tmp_path))
+    with pytest.raises(SystemExit) as exited:  # `--judge FILE`: the flag, then an episode file
+        cli.main(["eval", "--judge", episodes])
+    assert exited.value.code == 2
+    assert "--judge needs an LLM: set TRAJGRAPH_LLM_MODEL" in capsys.readouterr().err
