@@ -173,6 +173,12 @@ class ChatClient:
             return StructuredReply(reply, sh, sent)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
+    def served_models(self) -> list[str]:
+        """The ids the server lists (GET /models), with the retry policy; LLMError when it
+        cannot answer."""
+        page = self.call(lambda: self._client.models.list(), prefix="llm_models")
+        return [str(m.id) for m in page.data if getattr(m, "id", None)]
+
     def _server_kind(self, key: str) -> str:
         """The kind of server at the base URL: asked once per process (GET /models)."""
         known = so.NEGOTIATOR.kind(key)

@@ -21,7 +21,8 @@ finds in them (rule-derived, deterministic). Faults are scripted per request, in
 ``POST /v1/embeddings`` returns hash-derived unit vectors (``dimensions`` or 64), and takes
 the same transport faults. Retrieval-router requests (json_schema named ``trajgraph_route``)
 get ``route_reply``; reminder requests (``trajgraph_remind``) get ``remind_reply``; any other
-named schema in ``schema_replies`` gets that reply (a dict, or a function of the request).
+named schema in ``schema_replies`` gets that reply (a dict, or a function of the request), and
+a plain request (no response_format) gets ``text_reply`` when it is set.
 
 Content rules: a window holding "ignore previous instructions" makes the model gullible:
 it abandons the reply format (schema-invalid JSON), as a model that obeyed the log would.
@@ -99,6 +100,9 @@ class FakeOpenAI:
     # Replies to other structured-output requests, by response_format name: a dict, or a
     # function of the request body that returns one.
     schema_replies: dict[str, Any] = field(default_factory=dict)
+    # The reply to a plain request (no response_format: AMA-Bench's reader and judge): a
+    # string, or a function of the request body that returns one; None: the extraction reply.
+    text_reply: Any = None
     faults: deque[str] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
     probes: int = 0  # GET /models requests (trajgraph's structured-output probe)
@@ -279,6 +283,10 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 reply_for = fake.schema_replies[schema_name]
                 content = json.dumps(reply_for(body) if callable(reply_for) else reply_for)
                 finish = "stop"
+            elif fake.text_reply is not None and not body.get("response_format") and kind == "ok":
+                reply_for = fake.text_reply
+                content = reply_for(body) if callable(reply_for) else reply_for
+                finish = "stop"
             else:
                 content, finish = _answer(body, kind)
             usage = {
@@ -455,6 +463,17 @@ def _answer(body: dict[str, Any], kind: str) -> tuple[str, str]:
     if kind == "truncate":
         return content[: len(content) // 2], "length"
     return content, "stop"
+
+
+def judge_by_reference(body: dict[str, Any]) -> str:
+    """A scripted ``text_reply`` for AMA-Bench's judge prompt (trajgraph.evaluation.judge):
+    "yes" when the reference answer is in the predicted one, else "No"."""
+    prompt = body["messages"][-1]["content"]
+    gold = re.search(r"^Reference Answer: (.*)$", prompt, re.MULTILINE)
+    said = re.search(r"^Predicted Answer: (.*)$", prompt, re.MULTILINE)
+    if gold is None or said is None:
+        return "not a judge prompt"
+    return "yes" if gold.group(1) in said.group(1) else "No"
 
 
 def main() -> None:

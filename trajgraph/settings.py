@@ -407,6 +407,52 @@ def local_llm_endpoint(llm: LLMSettings, local: LocalLLMSettings) -> LLMSettings
     )
 
 
+def chat_endpoint(
+    url: str,
+    *,
+    model: str | None,
+    api_key: str | None,
+    local: LocalLLMSettings,
+    max_output_tokens: int,
+) -> LLMSettings:
+    """An OpenAI-compatible server named on the command line (`trajgraph eval --reader URL
+    --judge URL`): ``url`` is its base URL, or ``local`` for the embedded server (which takes
+    no key). ``model`` None: the caller asks the server (GET /models). Greedy decoding
+    (temperature 0) and a bound on the reply, so that a small model stops."""
+    if max_output_tokens < 1:
+        raise ConfigError("the reply's token bound must be >= 1")
+    if url == LOCAL_LLM_MODEL:
+        served = local_llm_endpoint(LLMSettings(model=LOCAL_LLM_MODEL), local)
+        return replace(
+            served,
+            # not started ("local"): kept, so that the client says to start it
+            model=served.model if served.model == LOCAL_LLM_MODEL else model or served.model,
+            max_output_tokens=max_output_tokens,
+            temperature=0.0,
+            cache_path=None,
+        )
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{url!r} is not a server: give an http(s):// base URL or 'local'")
+    return LLMSettings(
+        model=model or "",
+        base_url=url,
+        api_key=api_key,
+        max_output_tokens=max_output_tokens,
+        temperature=0.0,
+        concurrency=1,
+    )
+
+
+def key_from(env: Mapping[str, str], name: str) -> Secret:
+    """The API key in the environment variable ``name`` (never a key on the command line);
+    ConfigError naming the variable when it is unset. Remembered, so it is never printed."""
+    value = env.get(name)
+    if not value:
+        raise ConfigError(f"the environment variable {name} (the API key to use) is not set")
+    remember_secrets([value])
+    return Secret(value, f"env:{name}")
+
+
 def _llm(env: Mapping[str, str]) -> LLMSettings:
     from trajgraph.extractors.structured import DIALECTS  # not at import: a cycle
 

@@ -19,6 +19,12 @@ over the whole trajectory), ``bm25`` over turns, ``embedding_topk`` over turns, 
     trajgraph eval --synthetic --horizons 8000 32000 --seeds 1    # synthetic needle recall
     trajgraph eval DIR --keep-tenant eval-dev   # keep the ingested graph for the next run
     trajgraph eval --compare A.json B.json      # two --save files: the gap and its interval
+    trajgraph eval DIR --reader URL --judge URL # judged accuracy, AMA-Bench's protocol
+
+With ``--judge`` each (question, method) row also gets ``accuracy`` (1 or 0) and ``invalid``
+(the role whose reply could not be used, scored as wrong): ``--judge`` alone grades with the
+configured LLM (evaluation.judge.Judge), ``--reader URL --judge URL`` with two servers the
+command line names (evaluation.judge.ReaderJudge: docs/eval.md).
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +57,7 @@ from trajgraph.evaluation.metrics import answer_turns, coverage, key_terms, need
 from trajgraph.evaluation.report import (
     by_horizon,
     domain_table,
+    group_order,
     markdown,
     markdown_real,
     plot,
@@ -61,6 +70,7 @@ from trajgraph.graph.embedders import get_embedder
 from trajgraph.jobs import ingest
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.retrieval.engine import Retriever
+from trajgraph.settings import LOCAL_LLM_MODEL
 
 __all__ = [
     "BASELINES",
@@ -148,8 +158,12 @@ def evaluate(
                         row["answer"] = str(qa["answer"])
                         row["context"] = context
                     if judge is not None:
-                        ok = judge.score(qa["question"], context, str(qa["answer"]))
-                        row["accuracy"] = 1.0 if ok else 0.0
+                        graded = judge.grade(qa["question"], context, str(qa["answer"]))
+                        row["accuracy"] = 1.0 if graded.correct else 0.0
+                        row["invalid"] = graded.invalid  # the role whose reply was unusable
+                        if keep_contexts:
+                            row["reader_answer"] = graded.answer
+                            row["judge_reply"] = graded.verdict or graded.reason
                     rows.append(row)
     finally:
         if not keep:
@@ -225,7 +239,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="ingest into tenant NAME and keep it; a later run with the same NAME re-uses "
         "what did not change (embeddings included)",
     )
-    p.add_argument("--judge", action="store_true", help="LLM-judged accuracy (needs an LLM)")
+    p.add_argument(
+        "--judge",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="LLM-judged accuracy. Alone: the configured LLM (TRAJGRAPH_LLM_MODEL) answers and "
+        "grades. With a URL (an OpenAI-compatible base URL, or 'local' for `trajgraph llm`): "
+        "AMA-Bench's protocol, this server's model says yes/no at temperature 0",
+    )
+    p.add_argument(
+        "--reader",
+        metavar="URL",
+        help="with --judge URL: the server whose model answers from each method's context "
+        "(default: the judge's)",
+    )
+    for role, bound in (("reader", READER_MAX_TOKENS), ("judge", JUDGE_MAX_TOKENS)):
+        p.add_argument(
+            f"--{role}-model", help=f"the {role}'s model (default: the first GET /models lists)"
+        )
+        p.add_argument(
+            f"--{role}-key-env",
+            metavar="VAR",
+            help=f"the environment variable holding the {role}'s API key (default: "
+            "OPENAI_API_KEY); never a key on the command line",
+        )
+        p.add_argument(
+            f"--{role}-max-tokens",
+            type=int,
+            default=bound,
+            help=f"bound on each {role} reply (default {bound})",
+        )
+    p.add_argument(
+        "--questions-per-episode",
+        type=int,
+        metavar="N",
+        help="score N questions of each episode, taken in turn from each capability (a subset "
+        "for a slow model)",
+    )
     p.add_argument("--plot", type=Path, help="write a PNG of needle recall against horizon")
     p.add_argument("--markdown", action="store_true", help="print the README table(s) too")
     p.add_argument("--json", action="store_true", help="print every scored row as JSON")
@@ -260,6 +311,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --compare: a gap is 'within' it only if its whole interval is",
     )
     args = p.parse_args(argv)
+    if args.judge and args.judge != LOCAL_LLM_MODEL and "://" not in args.judge:
+        # `--judge FILE`: the flag alone (as before URLs), then an episode path
+        args.paths.append(args.judge)
+        args.judge = ""
+    endpoint_only = [
+        f"--{r}-{o.replace('_', '-')}"
+        for r in ("reader", "judge")
+        for o in ("model", "key_env", "max_tokens")
+        if getattr(args, f"{r}_{o}") != p.get_default(f"{r}_{o}")
+    ]
+    if not args.judge and (args.reader or endpoint_only):
+        p.error(f"{', '.join(endpoint_only) or '--reader'}: only with --judge URL")
     compare_only = ("compare_methods", "metric", "by", "tolerance")
     given = [
         f"--{d.replace('_', '-')}" for d in compare_only if getattr(args, d) != p.get_default(d)
@@ -296,14 +359,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         episodes = [generate(s, h) for h in args.horizons for s in seeds]
     elif args.paths:
         episodes = load_episodes(args.paths)
+        if args.questions_per_episode is not None:
+            if args.questions_per_episode < 1:
+                p.error("--questions-per-episode must be >= 1")
+            episodes = [subset(e, args.questions_per_episode) for e in episodes]
     else:
         p.error("give episode files or folders, or --synthetic")
     known = {*BASELINES, *(f"trajgraph_{m}" for m in TRAJGRAPH_MODES)}
     unknown = set(args.methods or ()) - known
     if unknown:
         p.error(f"unknown method(s): {', '.join(sorted(unknown))}")
-    judge = None
-    if args.judge:
+    judge: Any = None
+    if args.judge == "":
         from trajgraph.evaluation.judge import Judge
         from trajgraph.extractors.llm_client import optional_chat_client
 
@@ -311,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if client is None:
             p.error("--judge needs an LLM: set TRAJGRAPH_LLM_MODEL (and OPENAI_BASE_URL)")
         judge = Judge(client)
+    elif args.judge:
+        judge = _reader_judge(args, settings)
     say = (lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _m: None)
     rows = evaluate(
         episodes,
@@ -341,8 +410,88 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"wrote {args.plot}", file=sys.stderr)
     if judge is not None and judge.invalid:
-        print(f"judge: {judge.invalid} invalid repl(ies) scored as wrong", file=sys.stderr)
+        print(f"{judge.invalid} unusable repl(ies), scored as wrong:", file=sys.stderr)
+        for why, n in sorted(judge.invalid_by.items()):
+            print(f"  {why}: {n}", file=sys.stderr)
     return 0
+
+
+READER_MAX_TOKENS = 512
+JUDGE_MAX_TOKENS = 256
+
+
+def _reader_judge(args: argparse.Namespace, settings: settings_mod.Settings) -> Any:
+    """AMA-Bench's protocol with the servers the command line names. Both are set up before
+    either is called (a missing key fails first), then asked for their model (GET /models),
+    so that a wrong URL or key fails before the ingest, not after it."""
+    from trajgraph.evaluation.judge import ReaderJudge
+
+    roles = (("reader", args.reader or args.judge), ("judge", args.judge))
+    endpoints = {role: _endpoint(role, url, args, settings) for role, url in roles}
+    clients, where = {}, {}
+    for role, endpoint in endpoints.items():
+        clients[role], where[role] = _client(role, endpoint)
+        print(f"{role}: {where[role]}", file=sys.stderr)
+    return ReaderJudge(clients["reader"], clients["judge"], where=where)
+
+
+def _endpoint(
+    role: str, url: str, args: argparse.Namespace, settings: settings_mod.Settings
+) -> settings_mod.LLMSettings:
+    key_env = getattr(args, f"{role}_key_env")
+    # The key: the named variable, else OPENAI_API_KEY (or its _FILE) as settings read it.
+    key = settings_mod.key_from(os.environ, key_env) if key_env else settings.llm.api_key
+    return settings_mod.chat_endpoint(
+        url,
+        model=getattr(args, f"{role}_model"),
+        api_key=key,
+        local=settings.local_llm,
+        max_output_tokens=getattr(args, f"{role}_max_tokens"),
+    )
+
+
+def _client(role: str, endpoint: settings_mod.LLMSettings) -> tuple[Any, str]:
+    """A ChatClient for one role, its model asked of the server when not given, and how to
+    name it ("model at URL")."""
+    from trajgraph.errors import ConfigError, LLMError
+    from trajgraph.extractors.base import Stats
+    from trajgraph.extractors.llm_client import ChatClient
+
+    where = endpoint.base_url or ""
+    try:
+        client = ChatClient(endpoint, Stats())
+        if not endpoint.model:
+            # Two attempts: a server that is not there now is not there in a minute either.
+            probe = ChatClient(
+                replace(endpoint, max_attempts=min(2, endpoint.max_attempts)), Stats()
+            )
+            served = probe.served_models()
+            probe.close()
+            if not served:
+                raise ConfigError(f"the {role} at {where} lists no model: give --{role}-model")
+            client.close()
+            endpoint = replace(endpoint, model=served[0])
+            client = ChatClient(endpoint, Stats())
+    except LLMError as e:
+        raise LLMError(
+            f"the {role} at {where} is not usable: {e}", status=e.status, fatal=e.fatal
+        ) from e
+    return client, f"{endpoint.model} at {where}"
+
+
+def subset(episode: dict[str, Any], n: int) -> dict[str, Any]:
+    """``episode`` with ``n`` of its questions, taken in turn from each capability (the
+    first of each, then the second, ...), in the episode's order: a subset that still has
+    every capability, the same on every run."""
+    by_type: dict[str, list[int]] = {}
+    for i, qa in enumerate(episode["qa_pairs"]):
+        by_type.setdefault(str(qa.get("type") or "other"), []).append(i)
+    order = group_order(by_type)
+    chosen: list[int] = []
+    for rank in range(max((len(v) for v in by_type.values()), default=0)):
+        chosen += [by_type[t][rank] for t in order if rank < len(by_type[t])]
+    keep = sorted(chosen[:n])
+    return {**episode, "qa_pairs": [episode["qa_pairs"][i] for i in keep]}
 
 
 def _print_synthetic(rows: list[dict[str, Any]], budget: int, judged: bool, md: bool) -> None:
@@ -353,6 +502,8 @@ def _print_synthetic(rows: list[dict[str, Any]], budget: int, judged: bool, md: 
         print(f"\nhorizon {horizon} tokens ({n} episode(s)), budget {budget}")
         for metric in metrics:
             print(table(sub, metric))
+    if judged:
+        _print_invalid(rows)
     if md:
         print("\n" + markdown(rows, "needle_recall", ("causal", "state_updating", "overall")))
 
@@ -370,8 +521,22 @@ def _print_real(rows: list[dict[str, Any]], budget: int, judged: bool, md: bool)
         print(table(rows, metric))
         print(f"\n{metric} by domain")
         print(domain_table(rows, metric))
+    if judged:
+        _print_invalid(rows)
     if md:
         print("\n" + markdown_real(rows, "coverage"))
+        if judged:
+            print("\n" + markdown_real(rows, "accuracy"))
+
+
+def _print_invalid(rows: list[dict[str, Any]]) -> None:
+    """Per method, the replies that could not be used (scored as wrong), by role."""
+    print("\nunusable replies (scored as wrong): reader · judge, of questions")
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        reader = sum(r.get("invalid") == "reader" for r in mine)
+        judge = sum(r.get("invalid") == "judge" for r in mine)
+        print(f"{method:<20}{reader:>6} ·{judge:>4} of {len(mine)}")
 
 
 if __name__ == "__main__":

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.fake_openai import FakeOpenAI, judge_by_reference
 from tests.paths import AMA_DEV
 from trajgraph.evaluation import harness as evaluation
 from trajgraph.evaluation.synthetic import generate
@@ -135,3 +138,63 @@ def test_the_real_dev_split_loads_as_is() -> None:
         "state_abstraction",
     }
     assert all(t["idx"] == i for e in episodes for i, t in enumerate(e["turns"]))
+
+
+def test_reader_and_judge_servers_score_every_methods_context(
+    neo4j_settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AMA-Bench's protocol end to end: each method's context, as the harness built it at the
+    budget, is what the reader answers from; the judge grades that answer against the gold."""
+    episode = {
+        "id": "judged-episode",
+        "task": "fix the port",
+        "domain": "Software Engineering",
+        "turns": [
+            {"action": "cat app.env", "observation": "PORT=8081\nHOST=0.0.0.0"},
+            {"action": "ls", "observation": "app.env\nserver.py"},
+            {"action": "sed -i 's/^PORT=.*/PORT=8080/' app.env", "observation": ""},
+            {"action": "python server.py", "observation": "listening on 0.0.0.0:8080"},
+        ],
+        "qa_pairs": [  # AMA-Bench's type letters: C state updating, A recall
+            {"question": "What is the PORT in app.env now?", "answer": "8080", "type": "C"},
+            {"question": "Where did the server listen?", "answer": "0.0.0.0:8080", "type": "A"},
+        ],
+    }
+    path = tmp_path / "episodes.json"
+    path.write_text(json.dumps([episode]))
+
+    def read(body: dict[str, Any]) -> str:
+        found = re.findall(r"0\.0\.0\.0:8080|PORT=8080", body["messages"][-1]["content"])
+        return f"Answer[1]: {found[-1] if found else 'not in the context'}"
+
+    saved = tmp_path / "rows.json"
+    with FakeOpenAI(text_reply=read) as reader, FakeOpenAI(text_reply=judge_by_reference) as judge:
+        code = evaluation.main(
+            [
+                *(str(path), "--budget", "500", "--reader", reader.url, "--judge", judge.url),
+                *("--save", str(saved), "--markdown"),
+            ]
+        )
+        asked = [r.body["messages"][-1]["content"] for r in reader.chat_requests]
+        judged = [r.body["messages"][-1]["content"] for r in judge.chat_requests]
+    assert code == 0
+    rows = json.loads(saved.read_text())
+    assert {r["method"] for r in rows} == {
+        *evaluation.BASELINES,
+        *(f"trajgraph_{m}" for m in evaluation.TRAJGRAPH_MODES),
+    }
+    assert len(asked) == len(judged) == len(rows) == 2 * 8
+    for row, prompt, graded in zip(rows, asked, judged, strict=True):
+        question = f"\n\n## Questions\nQuestion 1: {row['question']}"
+        assert prompt.startswith(row["context"] + question)
+        assert f"Reference Answer: {row['answer']}" in graded
+        assert f"Predicted Answer: {row['reader_answer']}" in graded
+        assert row["accuracy"] == (1.0 if row["answer"] in row["reader_answer"] else 0.0)
+        assert row["invalid"] is None
+    ceiling = [r["accuracy"] for r in rows if r["method"] == "whole_trajectory"]
+    assert ceiling == [1.0, 1.0]
+    out = capsys.readouterr().out
+    assert "accuracy by capability" in out and "accuracy by domain" in out
+    assert "| accuracy (2 questions) | recall | state updating | overall | × ceiling |" in out
+    assert "| whole_trajectory | 1.000 | 1.000 | 1.000 | 1.00 |" in out
+    assert "whole_trajectory         0 ·   0 of 2" in out  # no unusable replies
