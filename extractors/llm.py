@@ -150,9 +150,12 @@ class LLMExtractor(WindowByWindow):
             try:
                 fresh.update(f.result())
             except LLMError as e:  # only fatal ones get here: _run falls back on the others
-                self._fatal = e
-                raise
+                self._fatal = self._fatal or e
+        # What was answered before a fatal error is paid for: cached, so the rerun after the
+        # key is fixed does not ask for it again.
         self._to_cache(keys, fresh)
+        if self._fatal is not None:
+            raise self._fatal
         results.update(fresh)
 
         batch = ExtractionBatch()
