@@ -1,49 +1,14 @@
-"""Every Cypher statement trajgraph's code runs: the write side and the retrieval engine.
-Values only ever arrive as $parameters.
+"""The write side's Cypher: the embedding space, change detection, node and edge MERGEs,
+the deletes, and the counts tests and benchmarks read back. Values only ever arrive as
+$parameters.
 
-The analysts' library (runnable as written in Neo4j Browser) lives in queries/*.cypher.
+The schema is graph/schema.py's. Each read side keeps its Cypher beside its reader:
+queries/retrieval/cypher.py, queries/memory/cypher.py, queries/lessons/cypher.py,
+graph/digest.py, graph/integrity.py, graph/governance.py (the reads of a delete). The
+analysts' library (runnable as written in Neo4j Browser) lives in queries/*.cypher.
 """
 
 from __future__ import annotations
-
-# -- schema ---------------------------------------------------------------------------------
-
-SCHEMA: tuple[str, ...] = (
-    "CREATE CONSTRAINT trajectory_uid IF NOT EXISTS FOR (n:Trajectory) REQUIRE n.uid IS UNIQUE",
-    "CREATE CONSTRAINT turn_uid IF NOT EXISTS FOR (n:Turn) REQUIRE n.uid IS UNIQUE",
-    "CREATE CONSTRAINT state_uid IF NOT EXISTS FOR (n:State) REQUIRE n.uid IS UNIQUE",
-    "CREATE CONSTRAINT object_uid IF NOT EXISTS FOR (n:Object) REQUIRE n.uid IS UNIQUE",
-    "CREATE CONSTRAINT identifier_uid IF NOT EXISTS FOR (n:Identifier) REQUIRE n.uid IS UNIQUE",
-    "CREATE INDEX trajectory_tenant_id IF NOT EXISTS FOR (n:Trajectory) ON (n.tenant, n.id)",
-    "CREATE INDEX trajectory_source IF NOT EXISTS FOR (n:Trajectory) ON (n.source)",
-    "CREATE INDEX turn_trajectory_idx IF NOT EXISTS FOR (n:Turn) ON (n.trajectory_uid, n.idx)",
-    # A composite index is not used for its first property alone: "all turns of a trajectory"
-    # (retrieval, code over turns) needs its own, or it scans every Turn in the database.
-    "CREATE INDEX turn_trajectory IF NOT EXISTS FOR (n:Turn) ON (n.trajectory_uid)",
-    "CREATE INDEX turn_tenant IF NOT EXISTS FOR (n:Turn) ON (n.tenant)",
-    "CREATE INDEX state_trajectory IF NOT EXISTS FOR (n:State) ON (n.trajectory_uid)",
-    "CREATE INDEX state_subject IF NOT EXISTS "
-    "FOR (n:State) ON (n.trajectory_uid, n.subject, n.attribute)",
-    "CREATE INDEX state_tenant IF NOT EXISTS FOR (n:State) ON (n.tenant)",
-    "CREATE INDEX object_trajectory IF NOT EXISTS FOR (n:Object) ON (n.trajectory_uid)",
-    "CREATE INDEX object_name IF NOT EXISTS FOR (n:Object) ON (n.tenant, n.name)",
-    "CREATE INDEX object_tenant IF NOT EXISTS FOR (n:Object) ON (n.tenant)",
-    "CREATE INDEX identifier_value IF NOT EXISTS FOR (n:Identifier) ON (n.tenant, n.value)",
-    "CREATE CONSTRAINT signature_uid IF NOT EXISTS FOR (n:Signature) REQUIRE n.uid IS UNIQUE",
-    "CREATE CONSTRAINT resolution_uid IF NOT EXISTS FOR (n:Resolution) REQUIRE n.uid IS UNIQUE",
-    "CREATE INDEX signature_text IF NOT EXISTS FOR (n:Signature) ON (n.tenant, n.version, n.text)",
-    "CREATE INDEX signature_tenant IF NOT EXISTS FOR (n:Signature) ON (n.tenant)",
-    "CREATE INDEX resolution_trajectory IF NOT EXISTS FOR (n:Resolution) ON (n.trajectory_uid)",
-    "CREATE INDEX resolution_signature IF NOT EXISTS FOR (n:Resolution) ON (n.signature_uid)",
-)
-
-# Full-text search over what people and agents type into questions: state descriptions and
-# values, and the verbatim action/observation text of turns.
-FULLTEXT: tuple[str, ...] = (
-    "CREATE FULLTEXT INDEX state_text IF NOT EXISTS "
-    "FOR (n:State) ON EACH [n.text, n.subject, n.value]",
-    "CREATE FULLTEXT INDEX turn_text IF NOT EXISTS FOR (n:Turn) ON EACH [n.action, n.observation]",
-)
 
 # -- embeddings -------------------------------------------------------------------------------
 
@@ -288,71 +253,39 @@ SET s += row.props
 
 # -- edges (labels are fixed per statement so every MATCH uses a uniqueness constraint) -------
 
-_EDGE_PROPS = "SET r.turns = row.turns, r.reason = row.reason, r.extractor = row.extractor"
+# Relationship types and labels cannot be parameters in Cypher, so there is one statement per
+# shape, generated here at import time from this fixed list (never from input). Key: the row
+# kind of graph/rows.py; the causal edges carry their reason and extractor as well.
+_EDGE_SHAPES: tuple[tuple[str, str, str, str], ...] = (
+    ("causes_turn_state", "Turn", "CAUSES", "State"),
+    ("causes_state_turn", "State", "CAUSES", "Turn"),
+    ("causes_state_state", "State", "CAUSES", "State"),
+    ("causes_turn_turn", "Turn", "CAUSES", "Turn"),
+    ("associated_state_object", "State", "ASSOCIATED", "Object"),
+    ("associated_state_state", "State", "ASSOCIATED", "State"),
+    ("associated_object_object", "Object", "ASSOCIATED", "Object"),
+    ("supersedes", "State", "SUPERSEDES", "State"),
+)
+_EDGE_PROPS = {
+    "CAUSES": "SET r.turns = row.turns, r.reason = row.reason, r.extractor = row.extractor",
+    "ASSOCIATED": "SET r.turns = row.turns",
+    "SUPERSEDES": "SET r.turns = row.turns",
+}
 
-CAUSES_TURN_STATE = f"""
+
+def _merge_edge(src: str, rel: str, dst: str) -> str:
+    return f"""
 UNWIND $rows AS row
-MATCH (a:Turn {{uid: row.src}})
-MATCH (b:State {{uid: row.dst}})
-MERGE (a)-[r:CAUSES]->(b)
-{_EDGE_PROPS}
+MATCH (a:{src} {{uid: row.src}})
+MATCH (b:{dst} {{uid: row.dst}})
+MERGE (a)-[r:{rel}]->(b)
+{_EDGE_PROPS[rel]}
 """
 
-CAUSES_STATE_TURN = f"""
-UNWIND $rows AS row
-MATCH (a:State {{uid: row.src}})
-MATCH (b:Turn {{uid: row.dst}})
-MERGE (a)-[r:CAUSES]->(b)
-{_EDGE_PROPS}
-"""
 
-CAUSES_STATE_STATE = f"""
-UNWIND $rows AS row
-MATCH (a:State {{uid: row.src}})
-MATCH (b:State {{uid: row.dst}})
-MERGE (a)-[r:CAUSES]->(b)
-{_EDGE_PROPS}
-"""
-
-CAUSES_TURN_TURN = f"""
-UNWIND $rows AS row
-MATCH (a:Turn {{uid: row.src}})
-MATCH (b:Turn {{uid: row.dst}})
-MERGE (a)-[r:CAUSES]->(b)
-{_EDGE_PROPS}
-"""
-
-ASSOCIATED_STATE_OBJECT = """
-UNWIND $rows AS row
-MATCH (a:State {uid: row.src})
-MATCH (b:Object {uid: row.dst})
-MERGE (a)-[r:ASSOCIATED]->(b)
-SET r.turns = row.turns
-"""
-
-ASSOCIATED_STATE_STATE = """
-UNWIND $rows AS row
-MATCH (a:State {uid: row.src})
-MATCH (b:State {uid: row.dst})
-MERGE (a)-[r:ASSOCIATED]->(b)
-SET r.turns = row.turns
-"""
-
-ASSOCIATED_OBJECT_OBJECT = """
-UNWIND $rows AS row
-MATCH (a:Object {uid: row.src})
-MATCH (b:Object {uid: row.dst})
-MERGE (a)-[r:ASSOCIATED]->(b)
-SET r.turns = row.turns
-"""
-
-SUPERSEDES = """
-UNWIND $rows AS row
-MATCH (a:State {uid: row.src})
-MATCH (b:State {uid: row.dst})
-MERGE (a)-[r:SUPERSEDES]->(b)
-SET r.turns = row.turns
-"""
+MERGE_EDGES: dict[str, str] = {
+    kind: _merge_edge(src, rel, dst) for kind, src, rel, dst in _EDGE_SHAPES
+}
 
 # Written last: a trajectory whose hash is stored was written completely.
 MARK_TRAJECTORIES_COMPLETE = """
@@ -395,213 +328,7 @@ OPTIONAL MATCH (t)-[:HAS_TURN]->(u:Turn)
 RETURN t.id AS id, count(u) AS turns ORDER BY id
 """
 
-# -- retrieval engine (read side; analysts' queries are queries/*.cypher) ----------------------
-
-# Over-fetch then filter by tenant: Neo4j 5 vector search cannot pre-filter. Retrieval reads
-# only vectors of the space's model ($model): one another model wrote (an ingest of the old
-# model still running during a reembed) waits for the next reembed instead of being compared.
-# A vector from before the stamp (no embedded_with) is $unstamped's (GET_EMBEDDING_SPACE):
-# the space's model, or during a move the old one's, until the move stamps it.
-VECTOR_TOP_K = """
-CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node, score
-WHERE node.tenant = $tenant AND coalesce(node.embedded_with, $unstamped) = $model
-RETURN node.uid AS uid, score
-ORDER BY score DESC
-LIMIT $k
-"""
-
-# Inside one trajectory an exact scan is cheap and never misses what the ANN index would. It
-# reads the space's vectors only, as above: another model's vector may have another size, and
-# a cosine across sizes fails the whole query (the vector index leaves those out by itself).
-# The stamp, not size(n.embedding), decides: reading every vector's size cost 0.65 ms of a
-# 2.6-2.9 ms scan, the stamp under 0.1 ms.
-TRAJECTORY_SIMILARITY = """
-CALL () {
-  MATCH (n:State {trajectory_uid: $tuid})
-  WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
-  RETURN n
-  UNION ALL
-  MATCH (n:Turn {trajectory_uid: $tuid})
-  WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
-  RETURN n
-}
-WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
-ORDER BY score DESC
-LIMIT $k
-RETURN n.uid AS uid, score
-"""
-
-# A trajectory read as a whole (auto mode), in one round trip: the same scan, plus every
-# turn's similarity (a signal that ranks the turn's lines), the trajectory's content hash,
-# and its turns' text unless the caller already holds that version ($known).
-TRAJECTORY_SEEDS_AND_TURNS = """
-MATCH (tr:Trajectory {uid: $tuid})
-CALL (tr) {
-  CALL () {
-    MATCH (n:State {trajectory_uid: $tuid})
-    WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
-    RETURN n
-    UNION ALL
-    MATCH (n:Turn {trajectory_uid: $tuid})
-    WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
-    RETURN n
-  }
-  WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
-  ORDER BY score DESC
-  RETURN collect({uid: n.uid, score: score, idx: CASE WHEN n:Turn THEN n.idx END}) AS ranked
-}
-RETURN tr.content_hash AS content_hash, ranked[0..$k] AS top,
-       [x IN ranked WHERE x.idx IS NOT NULL | [x.idx, x.score]] AS turns,
-       CASE WHEN tr.content_hash IS NOT NULL AND tr.content_hash = $known THEN null
-            ELSE COLLECT {
-              MATCH (t:Turn {trajectory_uid: $tuid})
-              RETURN {idx: t.idx, action: t.action, observation: t.observation} AS turn
-              ORDER BY turn.idx
-            } END AS text
-"""
-
-_SEEDS = """
-UNWIND $uids AS uid
-CALL (uid) {
-  MATCH (n:State {uid: uid}) RETURN n
-  UNION
-  MATCH (n:Turn {uid: uid}) RETURN n
-  UNION
-  MATCH (n:Object {uid: uid}) RETURN n
-}
-"""
-
-NODES_BY_UID = (
-    _SEEDS
-    + """
-RETURN n.uid AS uid,
-       CASE WHEN n:Turn THEN 'turn' WHEN n:State THEN 'state' ELSE 'object' END AS kind,
-       n.trajectory_id AS trajectory_id,
-       coalesce(n.idx, n.turn, n.first_turn) AS turn,
-       n.action AS action, n.observation AS observation,
-       n.text AS text, n.subject AS subject, n.attribute AS attribute, n.value AS value,
-       n.name AS name, n.turns AS turns,
-       CASE WHEN n:State THEN NOT EXISTS { (:State)-[:SUPERSEDES]->(n) } ELSE null END AS current
-"""
-)
-
-
-# One hop per query: the engine walks breadth-first, so depth is a parameter and the frontier
-# is capped, instead of a variable-length pattern whose bound must be a literal.
-CAUSES_UPSTREAM_HOP = (
-    _SEEDS
-    + """
-MATCH (n)<-[r:CAUSES]-(m)
-RETURN DISTINCT m.uid AS uid, n.uid AS via, r.reason AS reason
-"""
-)
-
-CAUSES_DOWNSTREAM_HOP = (
-    _SEEDS
-    + """
-MATCH (n)-[r:CAUSES]->(m)
-RETURN DISTINCT m.uid AS uid, n.uid AS via, r.reason AS reason
-"""
-)
-
-ASSOCIATED_HOP = (
-    _SEEDS
-    + """
-MATCH (n)-[:ASSOCIATED]-(m)
-RETURN DISTINCT m.uid AS uid, n.uid AS via, null AS reason
-"""
-)
-
-# A turn's own results: the states its action produced (for a turn reached by traversal).
-STATES_AT_TURNS = """
-UNWIND $uids AS uid
-MATCH (t:Turn {uid: uid})<-[:AT_TURN]-(s:State)
-RETURN s.uid AS uid, t.uid AS via
-"""
-
-# Every state of the same subject and attribute as the given ones: the history; `current`
-# is the one nothing supersedes.
-STATE_HISTORY = """
-UNWIND $uids AS uid
-MATCH (s:State {uid: uid})
-MATCH (o:State {trajectory_uid: s.trajectory_uid, subject: s.subject, attribute: s.attribute})
-RETURN DISTINCT o.uid AS uid, s.uid AS via
-"""
-
-# What changed in turns ($lo, $hi]: states that replaced an earlier value of their subject
-# (SUPERSEDES with another value), and list members that appeared or went away.
-STATE_CHANGES_BETWEEN = """
-MATCH (s:State {trajectory_uid: $tuid})
-WHERE s.turn > $lo AND s.turn <= $hi
-OPTIONAL MATCH (s)-[:SUPERSEDES]->(o:State)
-WITH s, o
-WHERE (o IS NOT NULL AND o.value <> s.value)
-   OR (o IS NULL AND s.kind IN ['line_added', 'line_removed'])
-RETURN s.subject AS subject, s.attribute AS attribute, s.kind AS kind, s.value AS value,
-       s.turn AS turn, o.value AS old_value, o.turn AS old_turn
-ORDER BY turn, subject, attribute, value
-LIMIT $limit
-"""
-
-# The index spans tenants: `raw` (hits before the tenant filter) tells the caller whether
-# other tenants' hits filled the fetch, so that it can fetch more.
-FULLTEXT_HITS = """
-CALL db.index.fulltext.queryNodes($index, $query, {limit: $fetch}) YIELD node, score
-WITH count(*) AS raw, collect(
-  CASE WHEN node.tenant = $tenant AND ($trajectory IS NULL OR node.trajectory_id = $trajectory)
-  THEN {uid: node.uid, trajectory_id: node.trajectory_id, score: score} END
-) AS hits
-RETURN raw, hits
-"""
-
-IDENTIFIER_TURNS = """
-MATCH (o:Object {tenant: $tenant, name: $name})
-WHERE $trajectory IS NULL OR o.trajectory_id = $trajectory
-MATCH (o)-[:MENTIONED_IN]->(t:Turn)
-RETURN o.uid AS object_uid, o.trajectory_id AS trajectory_id, t.uid AS uid, t.idx AS turn
-ORDER BY trajectory_id, turn
-LIMIT $limit
-"""
-
-# Identifiers the extractor did not make objects of: a verbatim scan, one trajectory only.
-TURNS_CONTAINING = """
-MATCH (t:Turn {trajectory_uid: $tuid})
-WHERE t.action CONTAINS $text OR t.observation CONTAINS $text
-RETURN t.uid AS uid, t.idx AS turn
-ORDER BY turn
-LIMIT $limit
-"""
-
-TRAJECTORY_TURNS = """
-MATCH (t:Turn {trajectory_uid: $tuid})
-RETURN t.idx AS idx, t.action AS action, t.observation AS observation, t.thought AS thought,
-       t.reward AS reward, t.timestamp AS timestamp, t.actor AS actor, t.uid AS uid
-ORDER BY idx
-"""
-
-TRAJECTORY_EXISTS = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.id AS id LIMIT 1"
-TURN_EXISTS = "MATCH (t:Turn {uid: $turn_uid}) RETURN t.idx AS idx LIMIT 1"
-
-# The version of a trajectory's text (null while it is being rewritten): the retrieval
-# engine keeps a trajectory's turns indexed by line until this changes.
-TRAJECTORY_VERSION = "MATCH (t:Trajectory {uid: $tuid}) RETURN t.content_hash AS content_hash"
-
-# Every turn's text, for line-level evidence and aggregates over a whole trajectory.
-TRAJECTORY_TURN_TEXT = """
-MATCH (t:Turn {trajectory_uid: $tuid})
-RETURN t.idx AS idx, t.action AS action, t.observation AS observation
-ORDER BY idx
-"""
-
 # -- governance: deleting exactly one trajectory, one source file or one tenant ---------------
-
-TRAJECTORIES_OF_SOURCE = """
-MATCH (t:Trajectory {tenant: $tenant, source: $source})
-RETURN t.uid AS uid, t.id AS id
-ORDER BY id
-"""
-
-TRAJECTORY_BY_ID = "MATCH (t:Trajectory {tenant: $tenant, id: $id}) RETURN t.uid AS uid, t.id AS id"
 
 # A trajectory goes in batches (DELETE_TRAJECTORY_NODES until it returns 0, then
 # DELETE_TRAJECTORY_NODE), each under the trajectory's write lock (LOCK_TRAJECTORIES): an
@@ -676,99 +403,6 @@ DETACH DELETE n
 RETURN count(*) AS n
 """
 
-# -- integrity: what older releases or interrupted writes left in a tenant (`trajgraph check`)
-
-# Identifiers and signatures nothing links to: earlier versions of trajgraph replaced a
-# trajectory's content without removing the ones only the old version used (ingests, then
-# the Claude Code hook's whole rewrites). Read in pages of $batch in uid order (the uid
-# constraint's index gives the order, so paging is one pass), then removed with
-# DELETE_ORPHAN_*, which checks again under each node's lock.
-ORPHAN_IDENTIFIERS_PAGE = """
-MATCH (i:Identifier)
-WHERE i.uid > $after AND i.tenant = $tenant AND NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
-RETURN i.uid AS uid
-ORDER BY uid LIMIT $batch
-"""
-
-ORPHAN_SIGNATURES_PAGE = """
-MATCH (g:Signature)
-WHERE g.uid > $after AND g.tenant = $tenant
-  AND NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
-RETURN g.uid AS uid
-ORDER BY uid LIMIT $batch
-"""
-
-COUNT_ORPHANS = """
-CALL () {
-  MATCH (i:Identifier {tenant: $tenant})
-  WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
-  RETURN count(i) AS identifiers
-}
-CALL () {
-  MATCH (g:Signature {tenant: $tenant})
-  WHERE NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
-  RETURN count(g) AS signatures
-}
-RETURN identifiers, signatures
-"""
-
-# Trajectories without their hash: written in parts by a run that died half-way (the next
-# ingest of the log rewrites them), or being written in parts right now.
-UNHASHED_TRAJECTORIES = """
-MATCH (t:Trajectory {tenant: $tenant})
-WHERE t.content_hash IS NULL
-RETURN t.id AS id
-ORDER BY id
-"""
-
-# Turns and states without a vector, and how many trajectories they are in: ingested with
-# `--embedder none`, written by the Claude Code hook, or by a run whose embedding failed.
-UNEMBEDDED_NODES = """
-CALL () {
-  MATCH (n:Turn {tenant: $tenant}) WHERE n.embedding IS NULL RETURN n
-  UNION ALL
-  MATCH (n:State {tenant: $tenant}) WHERE n.embedding IS NULL RETURN n
-}
-RETURN count(n) AS nodes, count(DISTINCT n.trajectory_uid) AS trajectories
-"""
-
-COUNT_TENANT = "MATCH (n {tenant: $tenant}) RETURN count(n) AS n"
-
-TENANT_TRAJECTORY_IDS = "MATCH (t:Trajectory {tenant: $tenant}) RETURN t.id AS id ORDER BY id"
-
-# -- digests: a stable fingerprint of one trajectory's subgraph --------------------------------
-
-DIGEST_NODES = """
-MATCH (t:Trajectory {uid: $uid})
-CALL (t) {
-  RETURN t AS n
-  UNION
-  MATCH (n:Turn|State|Object|Resolution {trajectory_uid: t.uid}) RETURN n
-  UNION
-  MATCH (:Object {trajectory_uid: t.uid})-[:IDENTIFIED_BY]->(n:Identifier) RETURN n
-  UNION
-  MATCH (:State {trajectory_uid: t.uid})-[:HAS_SIGNATURE]->(n:Signature) RETURN n
-}
-RETURN n.uid AS uid, labels(n) AS labels, properties(n) AS props
-"""
-
-DIGEST_RELATIONSHIPS = """
-MATCH (t:Trajectory {uid: $uid})
-CALL (t) {
-  MATCH (t)-[r]->(m) RETURN r
-  UNION
-  MATCH (n:Turn|State|Object|Resolution {trajectory_uid: t.uid})-[r]->() RETURN r
-}
-RETURN type(r) AS type, startNode(r).uid AS src, endNode(r).uid AS dst, properties(r) AS props
-"""
-
-DIGEST_TRAJECTORIES = """
-MATCH (t:Trajectory)
-WHERE $tenant IS NULL OR t.tenant = $tenant
-RETURN t.uid AS uid, t.tenant AS tenant, t.id AS id
-ORDER BY tenant, id
-"""
-
 # Vectors already in the graph for nodes whose embedded text is unchanged: a rewrite of a
 # changed trajectory (every streamed turn causes one) re-embeds only what is new. Only
 # vectors this model made are kept.
@@ -785,181 +419,4 @@ CALL (row) {
   RETURN n
 }
 RETURN n.uid AS uid, n.embedding AS embedding
-"""
-
-# -- memory: the brief and reminders (queries/brief.py, queries/remind.py) ----------------------
-# Every statement sees the trajectory *as of* a turn: only turns with idx < $before, states
-# with turn < $before, and edges whose both ends are before it. Extraction reads a window of
-# turns t-1 and t only, and the merge links a state to earlier states (SUPERSEDES) and to
-# later actions (CAUSES) by rules that never look past the later end, so this view equals the
-# graph built from the turns before $before alone (tests/integration/queries/test_remind.py checks
-# it against such a graph). Callers pass a huge $before for "everything".
-
-MEMORY_TRAJECTORY = """
-MATCH (tr:Trajectory {uid: $tuid})
-RETURN tr.id AS id, tr.task AS task,
-       COUNT { MATCH (tr)-[:HAS_TURN]->(t:Turn) WHERE t.idx < $before } AS turns,
-       COLLECT { MATCH (tr)-[:HAS_TURN]->(t:Turn) WHERE t.idx < $before
-                 RETURN t.idx AS idx ORDER BY idx DESC LIMIT 1 } AS last
-"""
-
-# Every turn's action with the result states its observation showed: failures (errors,
-# exit codes), results (statuses) and edits (file changes).
-MEMORY_TURNS = """
-MATCH (t:Turn {trajectory_uid: $tuid})
-WHERE t.idx < $before
-RETURN t.idx AS turn, t.action AS action, right(coalesce(t.observation, ''), 400) AS tail,
-       COLLECT {
-         MATCH (s:State)-[:AT_TURN]->(t)
-         WHERE s.kind IN ['error', 'exit_code', 'status', 'file_changed']
-         RETURN {kind: s.kind, subject: s.subject, attribute: s.attribute, value: s.value} AS r
-         ORDER BY r.kind, r.subject, r.attribute, r.value
-       } AS results
-ORDER BY turn
-"""
-
-# The current state of every subject: states nothing (before $before) supersedes, with the
-# values they replaced, newest first. List members (added/removed lines) are not values.
-MEMORY_CURRENT_STATES = """
-MATCH (s:State {trajectory_uid: $tuid})
-WHERE s.turn < $before AND NOT s.kind IN ['line_added', 'line_removed']
-  AND NOT EXISTS { MATCH (n:State)-[:SUPERSEDES]->(s) WHERE n.turn < $before }
-RETURN s.subject AS subject, s.attribute AS attribute, s.kind AS kind, s.value AS value,
-       s.turn AS turn,
-       COLLECT {
-         MATCH (s)-[:SUPERSEDES*1..]->(o:State)
-         RETURN DISTINCT {value: o.value, turn: o.turn} AS e ORDER BY e.turn DESC LIMIT 20
-       } AS earlier
-ORDER BY turn, subject, attribute, value
-"""
-
-# Known causes of failures: states that CAUSE the failing action or a result it showed.
-MEMORY_FAILURE_CAUSES = """
-UNWIND $turns AS f
-MATCH (t:Turn {trajectory_uid: $tuid, idx: f})
-RETURN f AS turn,
-       COLLECT {
-         CALL (t) {
-           MATCH (c:State)-[r:CAUSES]->(t) RETURN c, r
-           UNION
-           MATCH (c:State)-[r:CAUSES]->(:State)-[:AT_TURN]->(t) RETURN c, r
-         }
-         WITH c, r WHERE c.turn < $before
-         RETURN DISTINCT {turn: c.turn, subject: c.subject, value: c.value, kind: c.kind,
-                          reason: r.reason} AS cause
-         ORDER BY cause.turn DESC, cause.subject, cause.value, cause.kind, cause.reason
-         LIMIT 6
-       } AS causes
-"""
-
-# The identifiers the agent touched most (turns mentioning them), by kind.
-MEMORY_IDENTIFIERS = """
-MATCH (o:Object {trajectory_uid: $tuid})
-WHERE o.first_turn < $before AND o.kind IN $kinds
-WITH o, [x IN o.turns WHERE x < $before] AS turns
-WHERE size(turns) >= $min_turns
-RETURN o.name AS name, o.kind AS kind, turns
-ORDER BY size(turns) DESC, turns[-1] DESC, name
-LIMIT $limit
-"""
-
-# The value history of the given keys, oldest first, with the action of the turn that showed
-# or set each value: a key is a subject of its own (a field shown in output, attribute
-# 'value'), or the attribute of a settings file (subject the file).
-MEMORY_VALUE_HISTORY = """
-MATCH (s:State {trajectory_uid: $tuid})
-WHERE s.turn < $before AND s.kind IN ['value', 'other']
-  AND (s.subject IN $keys OR s.attribute IN $keys)
-MATCH (s)-[:AT_TURN]->(t:Turn)
-RETURN s.subject AS subject, s.attribute AS attribute, s.value AS value, s.turn AS turn,
-       t.action AS action
-ORDER BY subject, attribute, turn, value
-"""
-
-# Fixes: a file edit that CAUSES a re-run's result to change (the merge's "edit between two
-# runs" edge), with the run before and the result the run's subject has now.
-MEMORY_FIXES = """
-MATCH (e:State {trajectory_uid: $tuid, kind: 'file_changed'})-[r:CAUSES]->(n:State)
-WHERE e.turn < $before AND n.turn < $before
-MATCH (n)-[:SUPERSEDES]->(o:State)
-MATCH (e)-[:AT_TURN]->(et:Turn)
-MATCH (o)-[:AT_TURN]->(ot:Turn)
-CALL (n) {
-  MATCH (c:State {trajectory_uid: n.trajectory_uid, subject: n.subject, attribute: n.attribute})
-  WHERE c.turn < $before
-  RETURN c ORDER BY c.turn DESC LIMIT 1
-}
-RETURN e.turn AS edit_turn, e.subject AS file, e.value AS fragment, et.action AS edit_action,
-       n.turn AS fixed_turn, n.subject AS subject, n.attribute AS attribute, n.kind AS kind,
-       n.value AS fixed_value, o.turn AS failed_turn, o.kind AS failed_kind,
-       o.value AS failed_value, left(ot.action, 2000) + '\n' + left(ot.observation, 20000)
-         AS failed_text,
-       c.kind AS current_kind, c.value AS current_value, c.turn AS current_turn
-ORDER BY edit_turn, fixed_turn, subject, attribute, fixed_value, failed_turn, failed_value
-"""
-
-# -- lessons: other runs' resolutions of the same failure (queries/lessons/) ---------------------
-
-# Which of the given signatures the tenant has seen (uids come from extractors/signatures.py).
-LESSONS_KNOWN_SIGNATURES = """
-UNWIND range(0, size($uids) - 1) AS i
-MATCH (g:Signature {uid: $uids[i]})
-WHERE g.tenant = $tenant
-RETURN i, g.uid AS uid, g.text AS text
-ORDER BY i
-"""
-
-# Every signature of the tenant (the current rules' version), for an asked failure whose own
-# signature is unknown: queries/lessons/engine.py matches it loosely (a value typed without
-# its quotes). Served by the (tenant, version, text) index.
-LESSONS_TENANT_SIGNATURES = """
-MATCH (g:Signature)
-WHERE g.tenant = $tenant AND g.version = $version
-RETURN g.uid AS uid, g.text AS text
-LIMIT $limit
-"""
-
-# The signatures an error turn of a trajectory shows, with the error lines verbatim.
-LESSONS_TURN_SIGNATURES = """
-MATCH (t:Turn {uid: $turn_uid})<-[:AT_TURN]-(s:State)-[:HAS_SIGNATURE]->(g:Signature)
-WITH g, s ORDER BY s.uid
-RETURN g.uid AS uid, g.text AS text, collect(s.value)[0] AS error
-ORDER BY text
-"""
-
-# Every episode of the given signatures in the tenant's other trajectories, with its steps
-# (STEP.helped: the resolution, or an attempt the same failure followed) and their actions.
-LESSONS_RESOLUTIONS = """
-UNWIND $uids AS uid
-MATCH (g:Signature {uid: uid})<-[:OF_SIGNATURE]-(r:Resolution)
-WHERE r.tenant = $tenant AND ($exclude IS NULL OR r.trajectory_id <> $exclude)
-RETURN uid AS signature_uid, r.trajectory_id AS trajectory, r.outcome AS outcome,
-       r.retried AS retried, r.failed_turns AS failed_turns, r.resolved_turn AS resolved_turn,
-       r.command AS command, r.error AS error,
-       COLLECT {
-         MATCH (r)-[s:STEP]->(t:Turn)
-         RETURN {turn: t.idx, helped: s.helped, attempt: s.attempt, key_json: s.key_json,
-                 action: left(t.action, $action_chars)} AS step
-         ORDER BY step.turn
-       } AS steps
-ORDER BY trajectory, r.failed_turn
-"""
-
-# A trajectory's own episodes that are open as of $before (failed before it, not got past
-# before it): what a reminder checks the next action against.
-LESSONS_OPEN_EPISODES = """
-MATCH (r:Resolution {trajectory_uid: $tuid})
-WHERE r.failed_turn < $before AND (r.resolved_turn IS NULL OR r.resolved_turn >= $before)
-RETURN r.signature_uid AS signature_uid, r.signature AS signature, r.command AS command,
-       r.error AS error, [x IN r.failed_turns WHERE x < $before] AS failed_turns
-ORDER BY failed_turns[-1] DESC, signature
-"""
-
-# The signatures of several turns of one trajectory (the brief's open failures).
-LESSONS_TURNS_SIGNATURES = """
-UNWIND $turns AS f
-MATCH (t:Turn {trajectory_uid: $tuid, idx: f})<-[:AT_TURN]-(s:State)-[:HAS_SIGNATURE]->(g:Signature)
-WITH f, g, s ORDER BY s.uid
-RETURN f AS turn, g.uid AS uid, g.text AS text, collect(s.value)[0] AS error
-ORDER BY turn, text
 """

@@ -15,7 +15,7 @@ from typing import Any
 import neo4j
 
 from trajgraph.errors import NotFoundError
-from trajgraph.graph import cypher, ids
+from trajgraph.graph import ids
 from trajgraph.graph.connection import read
 
 # Where the data lives, not what it is.
@@ -25,10 +25,10 @@ VECTOR_DIGITS = 5
 
 def trajectory_digest(driver: neo4j.Driver, database: str, tenant: str, trajectory: str) -> str:
     uid = ids.trajectory_uid(tenant, trajectory)
-    nodes = read(driver, database, cypher.DIGEST_NODES, uid=uid)
+    nodes = read(driver, database, DIGEST_NODES, uid=uid)
     if not nodes:
         raise NotFoundError("trajectory", trajectory, tenant=tenant)
-    rels = read(driver, database, cypher.DIGEST_RELATIONSHIPS, uid=uid)
+    rels = read(driver, database, DIGEST_RELATIONSHIPS, uid=uid)
     return _hash(nodes, rels)
 
 
@@ -36,7 +36,7 @@ def graph_digest(driver: neo4j.Driver, database: str, tenant: str | None = None)
     """One hash over every trajectory of one tenant (comparable across tenants: the tenant's
     name is not part of it), or of the whole database (tenant None: names included)."""
     h = hashlib.sha256()
-    for t in read(driver, database, cypher.DIGEST_TRAJECTORIES, tenant=tenant):
+    for t in read(driver, database, DIGEST_TRAJECTORIES, tenant=tenant):
         scope = t["tenant"] if tenant is None else ""
         h.update(f"{scope}\x1f{t['id']}\x1f".encode())
         h.update(trajectory_digest(driver, database, t["tenant"], t["id"]).encode())
@@ -73,3 +73,37 @@ def _props(props: dict[str, Any]) -> dict[str, Any]:
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+# -- digests: a stable fingerprint of one trajectory's subgraph --
+
+DIGEST_NODES = """
+MATCH (t:Trajectory {uid: $uid})
+CALL (t) {
+  RETURN t AS n
+  UNION
+  MATCH (n:Turn|State|Object|Resolution {trajectory_uid: t.uid}) RETURN n
+  UNION
+  MATCH (:Object {trajectory_uid: t.uid})-[:IDENTIFIED_BY]->(n:Identifier) RETURN n
+  UNION
+  MATCH (:State {trajectory_uid: t.uid})-[:HAS_SIGNATURE]->(n:Signature) RETURN n
+}
+RETURN n.uid AS uid, labels(n) AS labels, properties(n) AS props
+"""
+
+DIGEST_RELATIONSHIPS = """
+MATCH (t:Trajectory {uid: $uid})
+CALL (t) {
+  MATCH (t)-[r]->(m) RETURN r
+  UNION
+  MATCH (n:Turn|State|Object|Resolution {trajectory_uid: t.uid})-[r]->() RETURN r
+}
+RETURN type(r) AS type, startNode(r).uid AS src, endNode(r).uid AS dst, properties(r) AS props
+"""
+
+DIGEST_TRAJECTORIES = """
+MATCH (t:Trajectory)
+WHERE $tenant IS NULL OR t.tenant = $tenant
+RETURN t.uid AS uid, t.tenant AS tenant, t.id AS id
+ORDER BY tenant, id
+"""

@@ -26,14 +26,14 @@ class Deleted:
 
 
 def delete_trajectory(driver: neo4j.Driver, database: str, tenant: str, trajectory: str) -> Deleted:
-    rows = read(driver, database, cypher.TRAJECTORY_BY_ID, tenant=tenant, id=trajectory)
+    rows = read(driver, database, TRAJECTORY_BY_ID, tenant=tenant, id=trajectory)
     if not rows:
         raise NotFoundError("trajectory", trajectory, tenant=tenant)
     return _delete_all(driver, database, rows)
 
 
 def delete_source(driver: neo4j.Driver, database: str, tenant: str, source: str) -> Deleted:
-    rows = read(driver, database, cypher.TRAJECTORIES_OF_SOURCE, tenant=tenant, source=source)
+    rows = read(driver, database, TRAJECTORIES_OF_SOURCE, tenant=tenant, source=source)
     if not rows:
         raise NotFoundError("trajectory from source", source, tenant=tenant)
     return _delete_all(driver, database, rows)
@@ -41,7 +41,7 @@ def delete_source(driver: neo4j.Driver, database: str, tenant: str, source: str)
 
 def delete_tenant(driver: neo4j.Driver, database: str, tenant: str) -> Deleted:
     out = Deleted()
-    rows = read(driver, database, cypher.TENANT_TRAJECTORY_IDS, tenant=tenant)
+    rows = read(driver, database, TENANT_TRAJECTORY_IDS, tenant=tenant)
     out.trajectories = [r["id"] for r in rows]
     while n := _write(driver, database, cypher.DELETE_TENANT_BATCH, tenant=tenant, batch=BATCH):
         out.nodes += n
@@ -84,3 +84,15 @@ def _write(driver: neo4j.Driver, database: str, statement: str, **params: object
     with graph_errors("delete"):
         records, _, _ = driver.execute_query(statement, params, database_=database)
     return int(records[0]["n"]) if records else 0
+
+
+# -- the reads of a delete (the deletes are graph/cypher.py's: writes) --
+
+TRAJECTORIES_OF_SOURCE = """
+MATCH (t:Trajectory {tenant: $tenant, source: $source})
+RETURN t.uid AS uid, t.id AS id
+ORDER BY id
+"""
+
+TRAJECTORY_BY_ID = "MATCH (t:Trajectory {tenant: $tenant, id: $id}) RETURN t.uid AS uid, t.id AS id"
+TENANT_TRAJECTORY_IDS = "MATCH (t:Trajectory {tenant: $tenant}) RETURN t.id AS id ORDER BY id"

@@ -50,10 +50,8 @@ class Integrity:
 def check(driver: neo4j.Driver, database: str, tenant: str) -> Integrity:
     """Count what ``tenant``'s graph holds that it should not (reads only: a scan of the
     tenant's identifiers, signatures, trajectories, turns and states)."""
-    (orphans,) = read(driver, database, cypher.COUNT_ORPHANS, tenant=tenant)
-    unhashed = [
-        r["id"] for r in read(driver, database, cypher.UNHASHED_TRAJECTORIES, tenant=tenant)
-    ]
+    (orphans,) = read(driver, database, COUNT_ORPHANS, tenant=tenant)
+    unhashed = [r["id"] for r in read(driver, database, UNHASHED_TRAJECTORIES, tenant=tenant)]
     out = Integrity(
         tenant=tenant,
         orphan_identifiers=int(orphans["identifiers"]),
@@ -63,7 +61,7 @@ def check(driver: neo4j.Driver, database: str, tenant: str) -> Integrity:
     )
     space = embedding_space(driver, database)
     if space is not None:
-        (missing,) = read(driver, database, cypher.UNEMBEDDED_NODES, tenant=tenant)
+        (missing,) = read(driver, database, UNEMBEDDED_NODES, tenant=tenant)
         out.unembedded_nodes = int(missing["nodes"])
         out.unembedded_trajectories = int(missing["trajectories"])
         out.embedding_model = space[0]
@@ -80,7 +78,7 @@ def remove_orphans(
             driver,
             database,
             tenant,
-            cypher.ORPHAN_IDENTIFIERS_PAGE,
+            ORPHAN_IDENTIFIERS_PAGE,
             cypher.DELETE_ORPHAN_IDENTIFIERS,
             batch,
         ),
@@ -88,7 +86,7 @@ def remove_orphans(
             driver,
             database,
             tenant,
-            cypher.ORPHAN_SIGNATURES_PAGE,
+            ORPHAN_SIGNATURES_PAGE,
             cypher.DELETE_ORPHAN_SIGNATURES,
             batch,
         ),
@@ -112,3 +110,62 @@ def _remove(
             records, _, _ = driver.execute_query(delete, uids=uids, database_=database)
         removed += int(records[0]["n"])
         after = uids[-1]
+
+
+# -- integrity: what older releases or interrupted writes left in a tenant --
+
+# Identifiers and signatures nothing links to: earlier versions of trajgraph replaced a
+# trajectory's content without removing the ones only the old version used (ingests, then
+# the Claude Code hook's whole rewrites). Read in pages of $batch in uid order (the uid
+# constraint's index gives the order, so paging is one pass), then removed with
+# DELETE_ORPHAN_*, which checks again under each node's lock.
+ORPHAN_IDENTIFIERS_PAGE = """
+MATCH (i:Identifier)
+WHERE i.uid > $after AND i.tenant = $tenant AND NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
+RETURN i.uid AS uid
+ORDER BY uid LIMIT $batch
+"""
+
+ORPHAN_SIGNATURES_PAGE = """
+MATCH (g:Signature)
+WHERE g.uid > $after AND g.tenant = $tenant
+  AND NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
+RETURN g.uid AS uid
+ORDER BY uid LIMIT $batch
+"""
+
+COUNT_ORPHANS = """
+CALL () {
+  MATCH (i:Identifier {tenant: $tenant})
+  WHERE NOT EXISTS { (:Object)-[:IDENTIFIED_BY]->(i) }
+  RETURN count(i) AS identifiers
+}
+CALL () {
+  MATCH (g:Signature {tenant: $tenant})
+  WHERE NOT EXISTS { ()-[:HAS_SIGNATURE|OF_SIGNATURE]->(g) }
+  RETURN count(g) AS signatures
+}
+RETURN identifiers, signatures
+"""
+
+# Trajectories without their hash: written in parts by a run that died half-way (the next
+# ingest of the log rewrites them), or being written in parts right now.
+UNHASHED_TRAJECTORIES = """
+MATCH (t:Trajectory {tenant: $tenant})
+WHERE t.content_hash IS NULL
+RETURN t.id AS id
+ORDER BY id
+"""
+
+# Turns and states without a vector, and how many trajectories they are in: ingested with
+# `--embedder none`, written by the Claude Code hook, or by a run whose embedding failed.
+UNEMBEDDED_NODES = """
+CALL () {
+  MATCH (n:Turn {tenant: $tenant}) WHERE n.embedding IS NULL RETURN n
+  UNION ALL
+  MATCH (n:State {tenant: $tenant}) WHERE n.embedding IS NULL RETURN n
+}
+RETURN count(n) AS nodes, count(DISTINCT n.trajectory_uid) AS trajectories
+"""
+
+COUNT_TENANT = "MATCH (n {tenant: $tenant}) RETURN count(n) AS n"

@@ -28,7 +28,7 @@ from typing import Any
 import neo4j
 
 from trajgraph.errors import ConfigError, EmbedderMismatchError, GraphError
-from trajgraph.graph import cypher
+from trajgraph.graph import cypher, schema
 from trajgraph.graph.connection import graph_errors, write_transaction
 from trajgraph.graph.rows import ROW_KINDS, GraphRows
 
@@ -38,14 +38,7 @@ STATEMENTS: dict[str, str] = {
     "next": cypher.MERGE_NEXT,
     "states": cypher.MERGE_STATES,
     "objects": cypher.MERGE_OBJECTS,
-    "causes_turn_state": cypher.CAUSES_TURN_STATE,
-    "causes_state_turn": cypher.CAUSES_STATE_TURN,
-    "causes_state_state": cypher.CAUSES_STATE_STATE,
-    "causes_turn_turn": cypher.CAUSES_TURN_TURN,
-    "associated_state_object": cypher.ASSOCIATED_STATE_OBJECT,
-    "associated_state_state": cypher.ASSOCIATED_STATE_STATE,
-    "associated_object_object": cypher.ASSOCIATED_OBJECT_OBJECT,
-    "supersedes": cypher.SUPERSEDES,
+    **cypher.MERGE_EDGES,
     "signatures": cypher.MERGE_SIGNATURES,
     "resolutions": cypher.MERGE_RESOLUTIONS,
     "resolution_steps": cypher.RESOLUTION_STEPS,
@@ -65,7 +58,7 @@ MAX_TRANSACTION_ROWS = 50_000
 
 def ensure_schema(driver: neo4j.Driver, database: str) -> None:
     with graph_errors("creating constraints and indexes"):
-        for statement in (*cypher.SCHEMA, *cypher.FULLTEXT):
+        for statement in (*schema.SCHEMA, *schema.FULLTEXT):
             driver.execute_query(statement, database_=database)
 
 

@@ -37,10 +37,11 @@ from trajgraph.extractors.signatures import (
     signature,
     typed_values,
 )
-from trajgraph.graph import cypher, ids
+from trajgraph.graph import ids
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.lesson_rows import full_error_line
 from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.queries.lessons import cypher
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString

@@ -1,6 +1,6 @@
 """One trajectory's memory as of a turn: what the brief and the reminder rules read.
 
-``Memory`` holds a READ session and fetches each part on first use (graph/cypher.py, the
+``Memory`` holds a READ session and fetches each part on first use (queries/memory/cypher.py, the
 ``MEMORY_*`` statements). ``before_turn`` = t means the graph as it was built from turns
 0 … t-1: later turns, their states and every edge that reaches them are invisible.
 """
@@ -18,8 +18,10 @@ import neo4j
 
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
-from trajgraph.graph import cypher, ids
+from trajgraph.graph import ids
 from trajgraph.graph.connection import graph_errors
+from trajgraph.queries.lessons import cypher as lessons_cypher
+from trajgraph.queries.memory import cypher
 from trajgraph.schemas.trajectory import max_turn_idx
 
 if TYPE_CHECKING:
@@ -236,19 +238,19 @@ class Memory:
         """The failure signatures the given turns show: turn, uid, text, error."""
         if not turns:
             return []
-        return self.read(cypher.LESSONS_TURNS_SIGNATURES, turns=sorted(set(turns)))
+        return self.read(lessons_cypher.LESSONS_TURNS_SIGNATURES, turns=sorted(set(turns)))
 
     @cached_property
     def open_episodes(self) -> list[dict[str, Any]]:
         """This trajectory's failures no re-run got past before ``before_turn``."""
-        return self.read(cypher.LESSONS_OPEN_EPISODES)
+        return self.read(lessons_cypher.LESSONS_OPEN_EPISODES)
 
     def other_runs(self, signature_uids: list[str], action_chars: int) -> list[dict[str, Any]]:
         """Other trajectories' episodes of the given signatures, with their steps."""
         if not signature_uids:
             return []
         return self.read(
-            cypher.LESSONS_RESOLUTIONS,
+            lessons_cypher.LESSONS_RESOLUTIONS,
             tenant=self.tenant,
             uids=sorted(set(signature_uids)),
             exclude=self.trajectory,

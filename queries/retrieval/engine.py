@@ -30,12 +30,13 @@ import neo4j
 from neo4j.exceptions import Neo4jError
 
 from trajgraph.errors import ConfigError, GraphError, NotFoundError
-from trajgraph.graph import cypher, ids, writer
+from trajgraph.graph import ids, writer
 from trajgraph.graph.connection import graph_errors
+from trajgraph.graph.cypher import VECTOR_INDEXES
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space_and_unstamped, space_mismatch
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
-from trajgraph.queries.retrieval import aggregates, router
+from trajgraph.queries.retrieval import aggregates, cypher, router
 from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
 from trajgraph.queries.retrieval.context import build_context
 from trajgraph.queries.retrieval.lexical import TurnIndex
@@ -150,7 +151,7 @@ class Retriever:
         self._space_ok = False
         self._space_checked = 0.0  # time.monotonic() of the last check
         # The model of the graph's vectors from before stamps: during a move, not the space's
-        # (graph/cypher.py VECTOR_TOP_K). It never changes while such vectors remain.
+        # (queries/retrieval/cypher.py VECTOR_TOP_K). It never changes while such vectors remain.
         self._unstamped: str | None = None
         # Trajectories' turns cut into scored lines, by trajectory uid, with the content hash
         # they were built from: a question about the same trajectory version reuses them.
@@ -480,7 +481,7 @@ class _Run:
         """The top-k similar states and turns; with ``whole`` (a trajectory read as a whole)
         also every turn's similarity, kept for ranking lines, and the trajectory's turns."""
         vector = self._embedder.embed([question])[0]
-        # $model: only vectors the space's model made are compared (graph/cypher.py).
+        # $model: only vectors the space's model made are compared (queries/retrieval/cypher.py).
         near = {
             "vector": vector,
             "model": self._embedder.name,
@@ -504,7 +505,7 @@ class _Run:
             rows = self._read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], **near)
         else:
             rows = []
-            for vector_index in cypher.VECTOR_INDEXES:
+            for vector_index in VECTOR_INDEXES:
                 # The index spans tenants: when other tenants' nodes crowd ours out of the
                 # over-fetch, fetch more (up to the cap) before settling for fewer than k.
                 fetch = min(k * FETCH_FACTOR, VECTOR_FETCH_MAX)
