@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError, TrajgraphError, exit_code, meaning, one_line
+from trajgraph.queries.retrieval.base import MODES
 from trajgraph.redaction import install_log_redaction
 from trajgraph.schemas.ids import escape_unprintable, id_problem
 
@@ -101,9 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("question", nargs="+", help="the question (quotes optional)")
     se.add_argument("--trajectory", default=None, help="one trajectory id (default: all)")
     se.add_argument("--tenant", default=None)
-    se.add_argument(
-        "--mode", choices=("auto", "embedding", "graph", "keyword", "code"), default="auto"
-    )
+    se.add_argument("--mode", choices=MODES, default="auto")
     se.add_argument("--budget", type=int, default=1000, metavar="TOKENS")
     se.add_argument("-k", type=int, default=8, help="embedding seeds")
     se.add_argument("--depth", type=int, default=3, help="graph hops (max 6)")

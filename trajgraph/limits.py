@@ -9,7 +9,7 @@ validation error (HTTP 422, an MCP tool error), never clamped.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
@@ -17,7 +17,8 @@ from trajgraph.queries import lessons as lessons_mod
 from trajgraph.queries.memory import brief as brief_mod
 from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
 from trajgraph.queries.memory.store import MAX_TURN
-from trajgraph.queries.retrieval.engine import MAX_BUDGET, MAX_DEPTH, MAX_K
+from trajgraph.queries.retrieval.base import MAX_BUDGET, MAX_DEPTH, MAX_K
+from trajgraph.queries.retrieval.base import Mode as Mode  # the API and MCP take it from here
 from trajgraph.schemas.ids import MAX_ID_CHARS, check_id
 from trajgraph.schemas.trajectory import max_turn_idx
 
@@ -53,7 +54,6 @@ TrajectoryId = Annotated[
     ),
     AfterValidator(check_id),
 ]
-Mode = Literal["auto", "embedding", "graph", "keyword", "code"]
 Budget = Annotated[
     int, Field(ge=MIN_BUDGET, le=MAX_BUDGET, description="Tokens of evidence to return.")
 ]

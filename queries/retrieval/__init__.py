@@ -1,14 +1,24 @@
-"""Retrieval: evidence for a question within a token budget (see docs/retrieval.md)."""
+"""Retrieval: evidence for a question within a token budget (see docs/retrieval.md).
 
-from trajgraph.queries.retrieval.engine import (
-    MAX_BUDGET,
-    MAX_DEPTH,
-    MAX_K,
-    MODES,
-    Evidence,
-    Retrieval,
-    Retriever,
-)
+The names below load on first use: the CLI reads ``MODES`` (base.py, no dependencies)
+without loading the retriever and its driver.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trajgraph.queries.retrieval.base import (
+        MAX_BUDGET,
+        MAX_DEPTH,
+        MAX_K,
+        MODES,
+        Evidence,
+        Mode,
+        Retrieval,
+    )
+    from trajgraph.queries.retrieval.engine import Retriever
 
 __all__ = [
     "MAX_BUDGET",
@@ -16,6 +26,19 @@ __all__ = [
     "MAX_K",
     "MODES",
     "Evidence",
+    "Mode",
     "Retrieval",
     "Retriever",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Retriever":
+        from trajgraph.queries.retrieval.engine import Retriever
+
+        return Retriever
+    if name in __all__:
+        from trajgraph.queries.retrieval import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,6 +22,7 @@ from typing import Any
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
 from trajgraph.queries.retrieval.aggregates import Table
 from trajgraph.queries.retrieval.anchors import Anchors
+from trajgraph.queries.retrieval.base import PRIORITY, Evidence
 from trajgraph.queries.retrieval.lexical import TurnIndex, query_terms, terms
 from trajgraph.queries.retrieval.passages import Passage, Signals, select
 
@@ -184,3 +185,33 @@ def value_lines(
 def _short(value: str, limit: int = 80) -> str:
     one = " ".join(value.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+# -- context of a question over many trajectories (no line-level evidence) ---------------------
+
+ITEM_SHARE = 1 / 3  # no single item takes more than this share of the budget
+
+
+def render_context(items: Sequence[Evidence], budget_tokens: int) -> tuple[str, int]:
+    """Items by priority into the budget (each capped at ITEM_SHARE of it), printed by turn."""
+    cap = max(16, int(budget_tokens * ITEM_SHARE))
+    ranked = sorted(items, key=lambda e: (PRIORITY.get(e.source, 99), -e.score))
+    chosen: list[tuple[Evidence, str]] = []
+    used = 0
+    for e in ranked:
+        block = _block(e, cap)
+        cost = count_tokens(block) + 1
+        if used + cost > budget_tokens:
+            continue
+        chosen.append((e, block))
+        used += cost
+    chosen.sort(key=lambda p: (p[0].turn if p[0].turn is not None else 1 << 30, p[0].kind))
+    text = "\n".join(block for _, block in chosen)
+    return text, count_tokens(text)
+
+
+def _block(e: Evidence, cap: int) -> str:
+    where = f"turn {e.turn}" if e.turn is not None else "trajectory"
+    head = f"[{e.trajectory_id} {where} · {e.kind} · {e.why}]\n"
+    body, _ = fit_head_tail(e.text, max(8, cap - count_tokens(head)))
+    return head + body

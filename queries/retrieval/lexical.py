@@ -275,3 +275,49 @@ def _cut(line: str) -> int:
     for m in _CUT_AT.finditer(line, lo, MAX_UNIT_CHARS):
         best = m.end()
     return best or MAX_UNIT_CHARS
+
+
+# -- full-text query ----------------------------------------------------------------------------
+
+_LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
+_TERM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*")
+_STOP_WORDS = """
+a an the of to in on at for and or is are was were be been did do does what which who when why
+how many much times time agent agents it its this that these those with from by as into after
+before then than there their they them we you i me my our
+"""
+_STOP = frozenset(_STOP_WORDS.split())
+
+
+# Lucene refuses a query of more than 1,024 clauses (the server then reports a failed
+# procedure, which would read as an outage). Every term is a clause in each field of the
+# index (state_text has three), a phrase's terms each count: a long question keeps the
+# identifiers and words that fit, in order, within this many terms (3 x 300 < 1,024).
+MAX_QUERY_TERMS = 300
+# An upper bound on the terms a part is analysed into: each run of ASCII word characters is
+# at most one, and so is each other word character (an ideograph is a term of its own).
+_ASCII_RUN = re.compile(r"[A-Za-z0-9_]+")
+_OTHER_WORD_CHAR = re.compile(r"[^\W\x00-\x7f]")
+
+
+def lucene_query(question: str, identifiers: Sequence[str]) -> str:
+    """A Lucene query: every identifier as an exact phrase, every other word as a term, all
+    special characters escaped (a question is data, never query syntax); at most
+    MAX_QUERY_TERMS terms."""
+    parts = ['"' + _escape(i) + '"' for i in identifiers if i.strip()]
+    for word in _TERM.findall(question):
+        w = word.lower().strip(".-/")
+        if w and w not in _STOP and len(w) > 1:
+            parts.append(_escape(w))
+    kept: list[str] = []
+    terms = 0
+    for part in dict.fromkeys(parts):
+        n = max(1, len(_ASCII_RUN.findall(part)) + len(_OTHER_WORD_CHAR.findall(part)))
+        if terms + n <= MAX_QUERY_TERMS:
+            kept.append(part)
+            terms += n
+    return " OR ".join(kept)
+
+
+def _escape(text: str) -> str:
+    return _LUCENE_SPECIAL.sub(lambda m: "\\" + m.group(1), text)

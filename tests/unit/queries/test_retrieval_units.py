@@ -21,7 +21,9 @@ from trajgraph.graph.embedders import (
 )
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.retrieval import router
-from trajgraph.queries.retrieval.engine import Evidence, lucene_query, render_context
+from trajgraph.queries.retrieval.base import Evidence
+from trajgraph.queries.retrieval.context import render_context
+from trajgraph.queries.retrieval.lexical import lucene_query
 from trajgraph.queries.sandbox import run_python
 from trajgraph.settings import EmbedderSettings, LLMSettings, load
 

@@ -1,0 +1,78 @@
+"""What every retrieval strategy shares: the modes, the bounds of a request, the result types
+and how a found item earns its place in the budget.
+
+The strategies (``seeds``, ``hops``, ``keyword``, ``code``, ``caller_cypher``) each add
+``Evidence`` to one ``found`` dict through ``add``; the retriever (``retriever.py``) composes
+them and returns one ``Retrieval``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, get_args
+
+# The retrieval modes, declared once: the CLI's choices, the HTTP and MCP schemas
+# (trajgraph/limits.py) and the retriever's check all read this.
+Mode = Literal["auto", "embedding", "graph", "keyword", "code"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+VECTOR_MODES: tuple[Mode, ...] = ("auto", "embedding", "graph")  # start from similarity seeds
+MAX_DEPTH = 6
+MAX_K = 50
+MAX_BUDGET = 32_000
+
+# Order in which items earn budget when not everything fits.
+PRIORITY = {
+    "code": 0,
+    "anchor": 1,  # the turn a question names, and what it produced
+    "anchor_hop": 2,  # causes and effects of that turn
+    "current": 3,  # asked for a current value: the answer itself, and small
+    "identifier": 4,
+    "seed": 5,
+    "hop": 6,
+    "keyword": 7,
+    "superseded": 8,
+    "assoc": 9,
+    "lexical": 10,  # a turn the question's words match (line-level evidence)
+}
+
+
+@dataclass
+class Evidence:
+    uid: str
+    kind: str  # turn | state | object | code
+    trajectory_id: str
+    turn: int | None
+    text: str  # verbatim from the graph (or the code's result)
+    why: str  # seed, hop 2 upstream, keyword hit, identifier `x`, code result, current value...
+    score: float = 0.0
+    # What found it (seed, hop, keyword, identifier, code, current, superseded, assoc); decides
+    # which items earn the budget first.
+    source: str = "seed"
+    current: bool | None = None  # states: True when no later state supersedes it
+
+
+@dataclass
+class Retrieval:
+    question: str
+    mode: str
+    route: str
+    tools: list[str]
+    items: list[Evidence]
+    context: str
+    context_tokens: int
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def add(found: dict[str, Evidence], uid: str, source: str, why: str, score: float) -> None:
+    """Record that ``source`` found ``uid``: a node found twice keeps its best reason and
+    score; a new one is pending until the retriever reads its text."""
+    old = found.get(uid)
+    if old is not None:
+        if PRIORITY[source] < PRIORITY[old.source]:
+            old.source, old.why = source, why
+        old.score = max(old.score, score)
+        return
+    found[uid] = Evidence(uid, "pending", "", None, "", why, score, source)
