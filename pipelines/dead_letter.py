@@ -1,12 +1,27 @@
-"""Dead-letter rows: every record that did not reach the graph, with where it came from and why."""
+"""Dead letters: every record that did not reach the graph, with where it came from and why.
+
+The format's rows (``row``, ``from_exception``, ``to_json_line``), where a run puts them
+(``dead_letter_dir``), how they are written (batch: one JSON-lines file per run,
+``WriteJsonLines``; streaming: appended as they come, ``AppendDeadLetterFn``) and read back
+(``read_json_lines``), in one module, as Beam's textio keeps a format's read and write
+together.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import uuid
 from typing import Any
 
+import apache_beam as beam
+
+from trajgraph import settings as settings_mod
+from trajgraph.errors import ConfigError
+from trajgraph.pipelines import files
 from trajgraph.pipelines.adapters.base import Located, RawRecord, without_lone_surrogates
+from trajgraph.pipelines.preflight import dead_letter_root, utc_stamp
 from trajgraph.redaction import redact
 
 PREVIEW_CHARS = 500
@@ -96,3 +111,84 @@ def _reason(text: str) -> str:
 
 def to_json_line(r: dict[str, Any]) -> str:
     return json.dumps(r, ensure_ascii=False, sort_keys=True)
+
+
+# -- where and how they are written, and read back --------------------------------------------
+
+
+def dead_letter_dir(flag: str | None, settings: settings_mod.Settings) -> str:
+    """``--dead-letter DIR`` (a local folder, or any Beam filesystem: ``gs://bucket/dl``),
+    else a new local folder for this run."""
+    folder = flag or str(dead_letter_root(settings) / f"{utc_stamp()}-{os.getpid()}")
+    if any(c in folder for c in "[*?"):
+        # Beam's file sinks match their own temporary files with the folder in a glob: such a
+        # run would write the graph, then fail to move its dead letters into place.
+        raise ConfigError(f"--dead-letter {folder!r}: a folder whose path holds [ * or ?")
+    return folder
+
+
+class WriteJsonLines(beam.PTransform):
+    """Rows (dicts) → one JSON-lines file, ``<prefix>.jsonl``."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self._prefix = prefix
+
+    def expand(self, rows: Any) -> Any:
+        return (
+            rows
+            | "Serialize rows" >> beam.Map(to_json_line)
+            | "Write file"
+            >> beam.io.WriteToText(
+                self._prefix, file_name_suffix=".jsonl", shard_name_template="", num_shards=1
+            )
+        )
+
+
+class AppendDeadLetterFn(beam.DoFn):
+    """Streaming has no end to write a file at: dead letters are appended as they come.
+
+    Object stores (``gs://``, ``s3://``) cannot append: there each bundle's dead letters go
+    to a new file beside the path, ``dead-letter-<unique>.jsonl``, through Beam's FileSystems.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._pending: list[str] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_path": self._path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._path = state["_path"]
+        self._lock = threading.Lock()
+        self._pending = []
+
+    def start_bundle(self) -> None:
+        self._pending = []
+
+    def process(self, row: dict[str, Any]) -> None:
+        line = to_json_line(row) + "\n"
+        if not files.is_local(self._path):
+            self._pending.append(line)
+            return
+        with self._lock:
+            os.makedirs(os.path.dirname(self._path) or ".", exist_ok=True)
+            with open(self._path, "a", encoding="utf-8") as f:
+                f.write(line)
+
+    def finish_bundle(self) -> None:
+        if self._pending:
+            stem = self._path.removesuffix(".jsonl")
+            files.write_bytes(f"{stem}-{uuid.uuid4().hex}.jsonl", "".join(self._pending).encode())
+            self._pending = []
+
+
+def read_json_lines(path: str) -> list[dict[str, Any]]:
+    text = files.read_text(path)
+    if text is None:
+        return []
+    # "\n" only: str.splitlines() also splits at U+2028, U+0085, ... which a dead-letter row
+    # (ensure_ascii=False) may hold inside a string.
+    return [json.loads(line) for line in text.split("\n") if line.strip()]

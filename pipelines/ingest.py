@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,10 +35,8 @@ from trajgraph.pipelines.adapters import FORMATS
 from trajgraph.pipelines.preflight import (
     check_graph,
     checked_tenant,
-    dead_letter_root,
     embedder_for,
     expand_paths,
-    utc_stamp,
 )
 from trajgraph.pipelines.transforms import (
     BuildGraphRows,
@@ -180,35 +177,6 @@ class IngestConfig:
         return embedder_name(self.embedder) if self.embedder else ""
 
 
-def dead_letter_dir(flag: str | None, settings: settings_mod.Settings) -> str:
-    """``--dead-letter DIR`` (a local folder, or any Beam filesystem: ``gs://bucket/dl``),
-    else a new local folder for this run."""
-    folder = flag or str(dead_letter_root(settings) / f"{utc_stamp()}-{os.getpid()}")
-    if any(c in folder for c in "[*?"):
-        # Beam's file sinks match their own temporary files with the folder in a glob: such a
-        # run would write the graph, then fail to move its dead letters into place.
-        raise ConfigError(f"--dead-letter {folder!r}: a folder whose path holds [ * or ?")
-    return folder
-
-
-class WriteJsonLines(beam.PTransform):
-    """Rows (dicts) → one JSON-lines file, ``<prefix>.jsonl``."""
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self._prefix = prefix
-
-    def expand(self, rows: Any) -> Any:
-        return (
-            rows
-            | "Serialize rows" >> beam.Map(dead_letter.to_json_line)
-            | "Write file"
-            >> beam.io.WriteToText(
-                self._prefix, file_name_suffix=".jsonl", shard_name_template="", num_shards=1
-            )
-        )
-
-
 def retry_rows(rows: Any) -> list[dict[str, Any]]:
     """The windows of one trajectory that the heuristic extracted because the LLM did not
     answer: a later run should extract them again."""
@@ -244,13 +212,13 @@ def build_pipeline(
     _ = (
         (read["bad"], norm["bad"], built["bad"], built["duplicates"])
         | "Collect dead letters" >> beam.Flatten()
-        | "Write dead letters" >> WriteJsonLines(dead_letter_prefix)
+        | "Write dead letters" >> dead_letter.WriteJsonLines(dead_letter_prefix)
     )
     if retry_prefix:
         _ = (
             built["rows"]
             | "Find windows to retry" >> beam.FlatMap(retry_rows)
-            | "Write windows to retry" >> WriteJsonLines(retry_prefix)
+            | "Write windows to retry" >> dead_letter.WriteJsonLines(retry_prefix)
         )
 
 
@@ -288,7 +256,7 @@ def run(
     # --runner PrismRunner: our Prism binary; FlinkRunner: the job server, its Java, a local
     # cluster.
     beam_args = runners.prepare_beam_args(beam_args, settings)
-    dl_dir = dead_letter_dir(args.dead_letter, settings)
+    dl_dir = dead_letter.dead_letter_dir(args.dead_letter, settings)
     files.make_dirs(dl_dir)
     return run_pipeline(
         config, beam_args, paths=paths, dead_letter_prefix=files.join(dl_dir, "dead-letter")

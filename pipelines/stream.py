@@ -28,7 +28,7 @@ from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError, InputError
 from trajgraph.extractors import EXTRACTORS, get_extractor, llm_for, resolve
 from trajgraph.graph.embedders import embedder_name
-from trajgraph.pipelines import files, progress, runners
+from trajgraph.pipelines import dead_letter, files, progress, runners
 from trajgraph.pipelines.preflight import (
     check_graph,
     checked_tenant,
@@ -40,7 +40,6 @@ from trajgraph.pipelines.streaming import (
     READ_FAILURES,
     SESSION_TRAJECTORIES,
     STDIN,
-    AppendDeadLetterFn,
     AssembleTrajectoryFn,
     PollUntilStoppedFn,
     TailSourceFn,
@@ -227,7 +226,8 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
             built[FAILURES],
         )
         | "Collect dead letters" >> beam.Flatten()
-        | "Append dead letters" >> beam.ParDo(AppendDeadLetterFn(config.dead_letter_path))
+        | "Append dead letters"
+        >> beam.ParDo(dead_letter.AppendDeadLetterFn(config.dead_letter_path))
     )
 
 

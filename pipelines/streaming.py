@@ -37,7 +37,6 @@ import queue
 import stat
 import sys
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +56,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from trajgraph.errors import InputError, SchemaValidationError
 from trajgraph.graph.rows import GraphRows
-from trajgraph.pipelines import dead_letter, files, progress
+from trajgraph.pipelines import dead_letter, progress
 from trajgraph.pipelines.adapters import normalize
 from trajgraph.pipelines.adapters.base import LineFile, Located, RawRecord, parse_json
 from trajgraph.pipelines.adapters.detect import sniff_line_file
@@ -781,43 +780,3 @@ class WriteNewestVersions(WriteGraph):
             | "Write the newest versions"
             >> beam.ParDo(WriteNewestVersionFn(self._neo, self._batch_size))
         )
-
-
-class AppendDeadLetterFn(beam.DoFn):
-    """Streaming has no end to write a file at: dead letters are appended as they come.
-
-    Object stores (``gs://``, ``s3://``) cannot append: there each bundle's dead letters go
-    to a new file beside the path, ``dead-letter-<unique>.jsonl``, through Beam's FileSystems.
-    """
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._lock = threading.Lock()
-        self._pending: list[str] = []
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"_path": self._path}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._path = state["_path"]
-        self._lock = threading.Lock()
-        self._pending = []
-
-    def start_bundle(self) -> None:
-        self._pending = []
-
-    def process(self, row: dict[str, Any]) -> None:
-        line = dead_letter.to_json_line(row) + "\n"
-        if not files.is_local(self._path):
-            self._pending.append(line)
-            return
-        with self._lock:
-            os.makedirs(os.path.dirname(self._path) or ".", exist_ok=True)
-            with open(self._path, "a", encoding="utf-8") as f:
-                f.write(line)
-
-    def finish_bundle(self) -> None:
-        if self._pending:
-            stem = self._path.removesuffix(".jsonl")
-            files.write_bytes(f"{stem}-{uuid.uuid4().hex}.jsonl", "".join(self._pending).encode())
-            self._pending = []

@@ -37,7 +37,7 @@ from trajgraph.jobs.summary import (
     IngestSummary,
     write_metrics,
 )
-from trajgraph.pipelines import files, progress, runners
+from trajgraph.pipelines import dead_letter, files, progress, runners
 from trajgraph.pipelines import ingest as pipeline
 from trajgraph.pipelines.preflight import check_graph, expand_paths, space_moved
 from trajgraph.pipelines.transforms import NS
@@ -161,7 +161,7 @@ def _run(
             s.files_missing = sorted(str(m.get("source") or m["key"]) for m in plan.missing)
         s.phases_s["plan"] = round(time.monotonic() - started, 3)
 
-        dl_dir = pipeline.dead_letter_dir(args.dead_letter, settings)
+        dl_dir = dead_letter.dead_letter_dir(args.dead_letter, settings)
         prefix = files.join(dl_dir, "dead-letter")
         # Known before the run: a run that fails writing it (a full disk) still names it.
         s.dead_letter_path = prefix + ".jsonl"
@@ -278,13 +278,13 @@ def file_outcomes(
     degraded: dict[str, int] = {}
     everything = {file_key(src) for src in todo}
     if s.dead_lettered or s.windows_failed:
-        for row in _json_lines(dead_letter_path):
+        for row in dead_letter.read_json_lines(dead_letter_path):
             _keep_reason(s, str(row.get("reason") or ""))
             source = str(row.get("source") or "")
             for key in {file_key(source)} if source else everything:  # unknown: all of them
                 failed[key] = failed.get(key, 0) + 1
     if retry_prefix:
-        for row in _json_lines(retry_prefix + ".jsonl"):
+        for row in dead_letter.read_json_lines(retry_prefix + ".jsonl"):
             source = str(row.get("source") or "")
             for key in {file_key(source)} if source else everything:
                 degraded[key] = degraded.get(key, 0) + int(row.get("windows") or 1)
@@ -310,15 +310,6 @@ def _keep_reason(s: IngestSummary, reason: str) -> None:
         and len(s.dead_letter_reasons) < SHOWN_REASONS
     ):
         s.dead_letter_reasons.append(reason)
-
-
-def _json_lines(path: str) -> list[dict[str, Any]]:
-    text = files.read_text(path)
-    if text is None:
-        return []
-    # "\n" only: str.splitlines() also splits at U+2028, U+0085, ... which a dead-letter row
-    # (ensure_ascii=False) may hold inside a string.
-    return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

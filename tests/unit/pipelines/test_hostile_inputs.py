@@ -381,7 +381,7 @@ def test_a_dead_letter_folder_beams_sinks_cannot_write_is_a_config_error(
     # letters were lost.
     from trajgraph import settings as settings_mod
     from trajgraph.errors import ConfigError
-    from trajgraph.pipelines.ingest import dead_letter_dir
+    from trajgraph.pipelines.dead_letter import dead_letter_dir
 
     with pytest.raises(ConfigError, match="--dead-letter"):
         dead_letter_dir(str(tmp_path / name), settings_mod.load({}))

@@ -17,8 +17,7 @@ from trajgraph.errors import ConfigError
 from trajgraph.jobs import ingest as ingest_job
 from trajgraph.jobs.summary import IngestSummary, write_metrics
 from trajgraph.pipelines import files, stream
-from trajgraph.pipelines.ingest import WriteJsonLines, dead_letter_dir
-from trajgraph.pipelines.streaming import AppendDeadLetterFn
+from trajgraph.pipelines.dead_letter import AppendDeadLetterFn, WriteJsonLines, dead_letter_dir
 from trajgraph.settings import LocalServerSettings, Settings
 
 
