@@ -68,7 +68,7 @@ from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.lessons import lessons
-from trajgraph.queries.lessons.engine import RERUN
+from trajgraph.queries.lessons.lookup import RERUN
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpora" / "swebench-django-mini-swe-agent"

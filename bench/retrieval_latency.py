@@ -42,7 +42,7 @@ from trajgraph.graph.embedders import HashEmbedder, LocalEmbedder
 from trajgraph.graph.rows import build_rows, content_hash
 from trajgraph.graph.writer import GraphWriter, ensure_embedding_space, ensure_schema
 from trajgraph.pipelines.windows import build_windows
-from trajgraph.queries.retrieval.engine import Retriever
+from trajgraph.queries.retrieval.retriever import Retriever
 
 TENANT = "bench"
 TURNS_PER_TRAJECTORY = 100

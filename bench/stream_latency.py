@@ -19,9 +19,10 @@ import uuid
 from pathlib import Path
 
 from trajgraph import settings as settings_mod
-from trajgraph.graph import governance, ids
+from trajgraph.graph import governance
+from trajgraph.graph import node_ids as ids
 from trajgraph.graph.connection import open_driver
-from trajgraph.pipelines import stream
+from trajgraph.pipelines import stream_pipeline as stream
 
 
 def _measure(

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from trajgraph import settings as settings_mod
-from trajgraph.graph import governance, ids
+from trajgraph.graph import governance
+from trajgraph.graph import node_ids as ids
 from trajgraph.graph.connection import open_driver
 
 

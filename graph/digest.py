@@ -15,7 +15,7 @@ from typing import Any
 import neo4j
 
 from trajgraph.errors import NotFoundError
-from trajgraph.graph import ids
+from trajgraph.graph import node_ids
 from trajgraph.graph.connection import read
 
 # Where the data lives, not what it is.
@@ -24,7 +24,7 @@ VECTOR_DIGITS = 5
 
 
 def trajectory_digest(driver: neo4j.Driver, database: str, tenant: str, trajectory: str) -> str:
-    uid = ids.trajectory_uid(tenant, trajectory)
+    uid = node_ids.trajectory_uid(tenant, trajectory)
     nodes = read(driver, database, DIGEST_NODES, uid=uid)
     if not nodes:
         raise NotFoundError("trajectory", trajectory, tenant=tenant)

@@ -20,7 +20,7 @@ from trajgraph.extractors.resolutions import (
     is_failure_error,
 )
 from trajgraph.extractors.signatures import SIGNATURE_VERSION, signature
-from trajgraph.graph import ids
+from trajgraph.graph import node_ids
 from trajgraph.schemas.extraction import StateItem
 
 # Part of every trajectory's content hash (graph/rows.py): changed rules rewrite on re-ingest.
@@ -55,7 +55,7 @@ def lesson_rows(
             continue
         signature_rows.append(
             {
-                "uid": ids.signature_uid(tenant, SIGNATURE_VERSION, text),
+                "uid": node_ids.signature_uid(tenant, SIGNATURE_VERSION, text),
                 "state_uid": su,
                 "props": {"tenant": tenant, "version": SIGNATURE_VERSION, "text": text},
             }
@@ -67,7 +67,7 @@ def lesson_rows(
     resolution_rows: list[dict[str, Any]] = []
     step_rows: list[dict[str, Any]] = []
     for e in episodes(facts):
-        ru = ids.resolution_uid(tenant, trajectory_id, e.signature, e.failed_turns[0])
+        ru = node_ids.resolution_uid(tenant, trajectory_id, e.signature, e.failed_turns[0])
         resolution_rows.append(
             _resolution_row(ru, e, tenant, turn_uids, base, errors[e.failed_turns[0]])
         )
@@ -121,7 +121,7 @@ def _resolution_row(
     base: dict[str, Any],
     errors: dict[str, str],
 ) -> dict[str, Any]:
-    signature_uid = ids.signature_uid(tenant, SIGNATURE_VERSION, e.signature)
+    signature_uid = node_ids.signature_uid(tenant, SIGNATURE_VERSION, e.signature)
     return {
         "uid": ru,
         "signature_uid": signature_uid,

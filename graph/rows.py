@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from trajgraph.graph import ids
+from trajgraph.graph import node_ids
 from trajgraph.graph.lesson_rows import LESSONS_VERSION, lesson_rows
 from trajgraph.schemas.extraction import StateItem, TrajectoryExtraction
 
@@ -59,7 +59,7 @@ class GraphRows:
     # written, and a manifest run reads the file again next time (trajgraph/jobs/manifest.py).
     retry_windows: int = 0
     # The streamed trajectory's version these rows were built from (0 in batch runs); the
-    # stream writes a trajectory's newest version only (pipelines/streaming.py).
+    # stream writes a trajectory's newest version only (pipelines/stream_transforms.py).
     version: int = 0
     # Set by the embedding step when it passed the rows on without vectors because the graph
     # held this very version: should another job replace that version before these rows are
@@ -95,7 +95,7 @@ def build_rows(
 ) -> GraphRows:
     tenant: str = traj.get("tenant") or "default"
     tid: str = traj["id"]
-    tuid = ids.trajectory_uid(tenant, tid)
+    tuid = node_ids.trajectory_uid(tenant, tid)
     out = GraphRows(trajectory_uid=tuid, content_hash=content_hash)
     r = out.rows
     base = {"tenant": tenant, "trajectory_uid": tuid, "trajectory_id": tid}
@@ -123,7 +123,7 @@ def build_rows(
     turn_uids: dict[int, str] = {}
     for turn in turns:
         idx = int(turn["idx"])
-        tu = ids.turn_uid(tenant, tid, idx)
+        tu = node_ids.turn_uid(tenant, tid, idx)
         turn_uids[idx] = tu
         r["turns"].append(
             {
@@ -153,7 +153,7 @@ def build_rows(
             out.dropped += 1
             continue
         subject = s.subject[:MAX_INDEXED_CHARS]
-        su = ids.state_uid(tenant, tid, s.turn, subject, s.attribute, s.value)
+        su = node_ids.state_uid(tenant, tid, s.turn, subject, s.attribute, s.value)
         if f"state:{s.key}" in refs:
             out.dropped += 1
             continue
@@ -181,13 +181,13 @@ def build_rows(
         if not o.name or len(o.name) > MAX_INDEXED_CHARS:
             out.dropped += 1
             continue
-        ou = ids.object_uid(tenant, tid, o.name)
+        ou = node_ids.object_uid(tenant, tid, o.name)
         refs[f"object:{o.name}"] = ("object", ou)
         seen_turns = sorted({t for t in o.turns if t in turn_uids})
         r["objects"].append(
             {
                 "uid": ou,
-                "identifier_uid": ids.identifier_uid(tenant, o.name),
+                "identifier_uid": node_ids.identifier_uid(tenant, o.name),
                 "turn_uids": [turn_uids[t] for t in seen_turns],
                 "props": {
                     **base,

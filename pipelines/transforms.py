@@ -27,7 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from trajgraph.errors import GraphError, InputError
-from trajgraph.graph import ids
+from trajgraph.graph import node_ids
 from trajgraph.graph import writer as graph_writer
 from trajgraph.graph.rows import GraphRows, build_rows, content_hash
 from trajgraph.pipelines import dead_letter, progress
@@ -298,7 +298,7 @@ beam.coders.registry.register_coder(Located, LocatedCoder)
 
 def trajectory_key(item: Located) -> tuple[str, Located]:
     t = item.trajectory
-    return ids.trajectory_uid(t["tenant"], t["id"]), item
+    return node_ids.trajectory_uid(t["tenant"], t["id"]), item
 
 
 class DropDuplicateIdsFn(beam.DoFn):

@@ -2,7 +2,7 @@
 did not help (docs/lessons.md). ``lessons`` answers one question within a token budget;
 ``signatures_of_text`` signs an error text as ingest signs error states."""
 
-from trajgraph.queries.lessons.engine import (
+from trajgraph.queries.lessons.lookup import (
     DEFAULT_BUDGET,
     MAX_BUDGET,
     MAX_ERROR_CHARS,

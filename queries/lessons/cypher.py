@@ -1,5 +1,5 @@
 """The Cypher of lessons across runs: other runs' resolutions of the same failure
-(queries/lessons/engine.py, and the memory's open failures in queries/memory/store.py).
+(queries/lessons/lookup.py, and the memory's open failures in queries/memory/store.py).
 Values only ever arrive as $parameters."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ ORDER BY i
 """
 
 # Every signature of the tenant (the current rules' version), for an asked failure whose own
-# signature is unknown: queries/lessons/engine.py matches it loosely (a value typed without
+# signature is unknown: queries/lessons/lookup.py matches it loosely (a value typed without
 # its quotes). Served by the (tenant, version, text) index.
 LESSONS_TENANT_SIGNATURES = """
 MATCH (g:Signature)

@@ -14,7 +14,7 @@ from trajgraph.extractors.actions import canonical, first_line, is_read_only
 from trajgraph.extractors.heuristic import occurs
 from trajgraph.extractors.resolutions import Key, TurnFacts, same_key, step_of
 from trajgraph.extractors.signatures import quoted_values
-from trajgraph.queries.lessons.engine import (
+from trajgraph.queries.lessons.lookup import (
     FETCH_ACTION_CHARS,
     Episode,
     SignatureLessons,

@@ -28,8 +28,8 @@ import neo4j
 from trajgraph.errors import ConfigError
 from trajgraph.extractors.actions import first_line, same_action
 from trajgraph.pipelines.tokens import count_tokens, encode, get_encoding
-from trajgraph.queries.lessons.engine import SignatureLessons
 from trajgraph.queries.lessons.hints import turn_lessons
+from trajgraph.queries.lessons.lookup import SignatureLessons
 from trajgraph.queries.memory.store import (
     QUERY_TIMEOUT_S,
     CurrentState,

@@ -18,7 +18,7 @@ import neo4j
 
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
-from trajgraph.graph import ids
+from trajgraph.graph import node_ids
 from trajgraph.graph.connection import graph_errors
 from trajgraph.queries.lessons import cypher as lessons_cypher
 from trajgraph.queries.memory import cypher
@@ -170,7 +170,7 @@ class Memory:
         self.trajectory = trajectory
         self.before_turn = before_turn
         self.before = check_before(before_turn)
-        self.tuid = ids.trajectory_uid(tenant, trajectory)
+        self.tuid = node_ids.trajectory_uid(tenant, trajectory)
         self._timeout_s = timeout_s
         rows = self.read(cypher.MEMORY_TRAJECTORY)
         if not rows:

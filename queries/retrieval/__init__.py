@@ -18,7 +18,7 @@ if TYPE_CHECKING:
         Mode,
         Retrieval,
     )
-    from trajgraph.queries.retrieval.engine import Retriever
+    from trajgraph.queries.retrieval.retriever import Retriever
 
 __all__ = [
     "MAX_BUDGET",
@@ -34,7 +34,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "Retriever":
-        from trajgraph.queries.retrieval.engine import Retriever
+        from trajgraph.queries.retrieval.retriever import Retriever
 
         return Retriever
     if name in __all__:

@@ -17,7 +17,7 @@ from trajgraph.queries.retrieval.base import Evidence
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
 
-    from trajgraph.queries.retrieval.engine import Run
+    from trajgraph.queries.retrieval.retriever import Run
 
 CYPHER_TIMEOUT_S = 5.0
 MAX_CYPHER_ROWS = 1000

@@ -12,7 +12,7 @@ from trajgraph.queries.retrieval import cypher, router
 from trajgraph.queries.retrieval.base import MAX_K, Evidence, add
 
 if TYPE_CHECKING:
-    from trajgraph.queries.retrieval.engine import Run
+    from trajgraph.queries.retrieval.retriever import Run
 
 
 def run_code(

@@ -12,7 +12,7 @@ from trajgraph.queries.retrieval import cypher
 from trajgraph.queries.retrieval.base import Evidence, add
 
 if TYPE_CHECKING:
-    from trajgraph.queries.retrieval.engine import Run
+    from trajgraph.queries.retrieval.retriever import Run
 
 FRONTIER_CAP = 200  # nodes expanded per hop: a hub must not turn a question into a graph dump
 

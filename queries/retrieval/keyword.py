@@ -12,7 +12,7 @@ from trajgraph.queries.retrieval.base import Evidence, add
 from trajgraph.queries.retrieval.lexical import lucene_query
 
 if TYPE_CHECKING:
-    from trajgraph.queries.retrieval.engine import Run
+    from trajgraph.queries.retrieval.retriever import Run
 
 FULLTEXT_FETCH = 1000  # full-text hits fetched before the tenant filter; grown when crowded
 FULLTEXT_FETCH_MAX = 100_000

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trajgraph.errors import NotFoundError
-from trajgraph.graph import ids
+from trajgraph.graph import node_ids
 from trajgraph.graph.cypher import VECTOR_INDEXES
 from trajgraph.queries.retrieval import cypher
 from trajgraph.queries.retrieval.anchors import Anchors
@@ -15,7 +15,7 @@ from trajgraph.queries.retrieval.base import Evidence, add
 from trajgraph.queries.retrieval.lexical import TurnIndex
 
 if TYPE_CHECKING:
-    from trajgraph.queries.retrieval.engine import Run
+    from trajgraph.queries.retrieval.retriever import Run
 
 FETCH_FACTOR = 20  # vector over-fetch before the tenant filter
 VECTOR_FETCH_MAX = 10_000
@@ -95,7 +95,7 @@ def named_turns(
     idxs = list(dict.fromkeys(idxs))[:MAX_NAMED]
     if not idxs:
         return []
-    uids = [ids.turn_uid(tenant, trajectory, i) for i in idxs]
+    uids = [node_ids.turn_uid(tenant, trajectory, i) for i in idxs]
     states = [r["uid"] for r in run.read(cypher.STATES_AT_TURNS, uids=uids)]
     for uid in uids:  # one that does not exist stays pending and is dropped
         add(found, uid, "anchor", "the turn the question names", 1.0)

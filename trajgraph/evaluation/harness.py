@@ -69,7 +69,7 @@ from trajgraph.graph.connection import open_driver
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.jobs import ingest
 from trajgraph.pipelines.tokens import count_tokens
-from trajgraph.queries.retrieval.engine import Retriever
+from trajgraph.queries.retrieval.retriever import Retriever
 from trajgraph.settings import LOCAL_LLM_MODEL
 
 __all__ = [

@@ -131,7 +131,7 @@ def _tool_call(
 
 
 def _codex_action(hook: dict[str, Any]) -> str:
-    from trajgraph.hooks.codex_engine import codex_action
+    from trajgraph.hooks.codex_sync import codex_action
 
     return codex_action(str(hook.get("tool_name") or ""), hook.get("tool_input"))
 

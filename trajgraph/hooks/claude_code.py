@@ -213,7 +213,7 @@ def _start_server(hook_dir: Path) -> None:
 
 def _in_process(settings: Any, request: dict[str, Any], deadline: float) -> dict[str, Any]:
     from trajgraph.graph.connection import open_driver
-    from trajgraph.hooks.codex_engine import AgentHookEngine as HookEngine
+    from trajgraph.hooks.codex_sync import AgentHookEngine as HookEngine
     from trajgraph.hooks.server import handle
 
     reply: dict[str, Any] = {"error": "timed out"}

@@ -136,7 +136,7 @@ def serve(settings: settings_mod.Settings, *, idle_minutes: float = 30.0) -> int
 
     from trajgraph.graph.connection import open_driver
     from trajgraph.graph.writer import ensure_schema
-    from trajgraph.hooks.codex_engine import AgentHookEngine as HookEngine
+    from trajgraph.hooks.codex_sync import AgentHookEngine as HookEngine
 
     driver = open_driver(settings.neo4j)
     ensure_schema(driver, settings.neo4j.database)

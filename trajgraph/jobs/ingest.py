@@ -1,4 +1,4 @@
-"""``trajgraph ingest``: the batch pipeline (pipelines/ingest.py) run as a nightly job.
+"""``trajgraph ingest``: the batch pipeline (pipelines/ingest_pipeline.py) run as a nightly job.
 
 Around one pipeline run the job lists the inputs, checks the graph, sets up the runner,
 lets ``--manifest PATH`` pick only new, changed or failed files (trajgraph/jobs/manifest.py)
@@ -38,7 +38,7 @@ from trajgraph.jobs.summary import (
     write_metrics,
 )
 from trajgraph.pipelines import dead_letter, files, progress, runners
-from trajgraph.pipelines import ingest as pipeline
+from trajgraph.pipelines import ingest_pipeline as pipeline
 from trajgraph.pipelines.preflight import check_graph, expand_paths, space_moved
 from trajgraph.pipelines.transforms import NS
 

@@ -1,6 +1,6 @@
-"""``trajgraph stream``: the streaming pipeline (pipelines/stream.py), then its counters and
-dead-letter file as JSON on stdout (and in ``--metrics``), with ingest's statuses and exit
-codes (jobs/summary.py, docs/streaming.md#ending-and-exit-codes)."""
+"""``trajgraph stream``: the streaming pipeline (pipelines/stream_pipeline.py), then its
+counters and dead-letter file as JSON on stdout (and in ``--metrics``), with ingest's
+statuses and exit codes (jobs/summary.py, docs/streaming.md#ending-and-exit-codes)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ from trajgraph.jobs.summary import (
     partial_counts,
     write_metrics_json,
 )
-from trajgraph.pipelines import progress, runners, streaming
-from trajgraph.pipelines import stream as pipeline
+from trajgraph.pipelines import progress, runners, stream_transforms
+from trajgraph.pipelines import stream_pipeline as pipeline
 from trajgraph.pipelines.preflight import check_graph, space_moved
 from trajgraph.pipelines.transforms import NS
 
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def drain() -> bool:
         if not known.get("drains"):
             return False
-        streaming.request_stop()
+        stream_transforms.request_stop()
         # os.write: safe in a signal handler (print may be mid-write on the main thread).
         os.write(
             sys.stderr.fileno(),

@@ -12,7 +12,7 @@ import pytest
 from tests.integration.ingesting import Ingest
 from trajgraph.errors import ConfigError
 from trajgraph.graph.embedders import embedder_name, get_embedder
-from trajgraph.queries.retrieval.engine import Retriever
+from trajgraph.queries.retrieval.retriever import Retriever
 from trajgraph.settings import EmbedderSettings, Settings
 
 BOARD = "{'board': [[0, 2], [2, 4]], 'highest_tile': 4}"

@@ -13,7 +13,7 @@ from tests.integration.ingesting import Ingest
 from tests.integration.servers import child_env
 from trajgraph.demo import DEMO_ID, sample_trajectory, write_sample
 from trajgraph.graph import cypher
-from trajgraph.pipelines import ingest as pipeline
+from trajgraph.pipelines import ingest_pipeline as pipeline
 from trajgraph.pipelines.adapters import normalize, split_records
 
 
@@ -155,8 +155,8 @@ def test_no_match_is_a_clear_error(ingested: Ingest, tenant: str, tmp_path: Path
 def test_the_pipeline_runs_bare_from_its_own_flags(
     driver: Any, neo4j_settings: Any, tenant: str, tmp_path: Path
 ) -> None:
-    # `python -m trajgraph.pipelines.ingest`: the pipeline without the job around it; flags it
-    # does not know (here --direct_num_workers) go to Beam.
+    # `python -m trajgraph.pipelines.ingest_pipeline`: the pipeline without the job around it;
+    # flags it does not know (here --direct_num_workers) go to Beam.
     path = tmp_path / "mixed.jsonl"
     path.write_text(json.dumps(sample_trajectory()) + "\n[1, 2, 3]\n", encoding="utf-8")
     argv = [str(path), "--tenant", tenant, "--embedder", "none", "--extractor", "heuristic"]

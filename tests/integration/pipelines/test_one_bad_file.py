@@ -21,7 +21,8 @@ import pytest
 from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.integration.servers import child_env
 from tests.strategies import deep_span_file
-from trajgraph.graph import governance, ids
+from trajgraph.graph import governance
+from trajgraph.graph import node_ids as ids
 from trajgraph.settings import Settings
 
 LONE = "\ud83d"  # half an emoji: json.dumps writes it as the escape a truncating log writes

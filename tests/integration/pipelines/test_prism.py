@@ -34,9 +34,10 @@ from tests.paths import REPO
 from trajgraph.graph import cypher, governance
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
-from trajgraph.pipelines import prism, stream
+from trajgraph.pipelines import prism
+from trajgraph.pipelines import stream_pipeline as stream
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.streaming import WriteNewestVersions
+from trajgraph.pipelines.stream_transforms import WriteNewestVersions
 from trajgraph.pipelines.transforms import WriteGraphFn
 from trajgraph.settings import Settings
 

@@ -34,7 +34,7 @@ from trajgraph.graph import cypher
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
 from trajgraph.pipelines import runners
-from trajgraph.pipelines.streaming import AssembleTrajectoryFn, Line, parse_event
+from trajgraph.pipelines.stream_transforms import AssembleTrajectoryFn, Line, parse_event
 from trajgraph.settings import Settings
 
 PORTABLE = ["--runner", "PortableRunner", "--job_endpoint", "embed"]

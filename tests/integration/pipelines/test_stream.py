@@ -19,9 +19,10 @@ import pytest
 
 from tests.integration.ingesting import Ingest
 from tests.integration.servers import child_env
-from trajgraph.graph import governance, ids
+from trajgraph.graph import governance
+from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
-from trajgraph.pipelines import stream
+from trajgraph.pipelines import stream_pipeline as stream
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.settings import Settings
 

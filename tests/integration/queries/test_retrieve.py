@@ -23,7 +23,7 @@ from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph.embedders import HashEmbedder, embedder_name, get_embedder
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.queries.retrieval.engine import Retriever
+from trajgraph.queries.retrieval.retriever import Retriever
 from trajgraph.settings import LLMSettings, Settings
 
 SYNTHETIC = {

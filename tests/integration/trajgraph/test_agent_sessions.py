@@ -24,10 +24,11 @@ from tests.integration.races import while_held
 from tests.integration.servers import child_env
 from tests.paths import AGENT_SESSIONS as CORPUS
 from tests.paths import REPO
-from trajgraph.graph import cypher, governance, ids
+from trajgraph.graph import cypher, governance
+from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
-from trajgraph.hooks.engine import HookEngine
 from trajgraph.hooks.server import alive
+from trajgraph.hooks.session_sync import HookEngine
 from trajgraph.jobs import stream
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.why.chain import why_chain

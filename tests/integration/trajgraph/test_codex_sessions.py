@@ -19,7 +19,8 @@ import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.paths import CODEX_SESSIONS
-from trajgraph.graph import governance, ids
+from trajgraph.graph import governance
+from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.jobs import stream
 from trajgraph.settings import Settings

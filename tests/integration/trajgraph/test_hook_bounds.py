@@ -24,9 +24,9 @@ from tests.integration.servers import child_env
 from tests.paths import REPO
 from trajgraph.errors import InputError
 from trajgraph.graph import governance
-from trajgraph.hooks import engine as engine_mod
-from trajgraph.hooks.engine import HookEngine, SessionFile
+from trajgraph.hooks import session_sync as engine_mod
 from trajgraph.hooks.server import MAX_CONNECTIONS, alive
+from trajgraph.hooks.session_sync import HookEngine, SessionFile
 from trajgraph.settings import Settings
 
 

@@ -22,11 +22,11 @@ from trajgraph.graph.embedders import Embedder, HashEmbedder, get_embedder, turn
 from trajgraph.graph.rows import GraphRows, build_rows
 from trajgraph.graph.writer import embedding_space
 from trajgraph.jobs import reembed
-from trajgraph.pipelines import ingest as ingest_pipeline
+from trajgraph.pipelines import ingest_pipeline as ingest_pipeline
 from trajgraph.pipelines import progress, transforms
 from trajgraph.pipelines.preflight import space_moved
 from trajgraph.pipelines.windows import build_windows
-from trajgraph.queries.retrieval.engine import Retriever
+from trajgraph.queries.retrieval.retriever import Retriever
 from trajgraph.schemas.trajectory import validate
 from trajgraph.settings import Settings
 
@@ -263,7 +263,7 @@ def test_retrieval_during_and_after_a_move_answers_or_names_the_mismatch(
     stamps = {row["props"]["embedded_with"] for rows in written for row in rows.rows["turns"]}
     assert stamps == {"hash-64"}
     # A move of the same size fails no query: the server notices it by checking again.
-    from trajgraph.queries.retrieval import engine as engine_module
+    from trajgraph.queries.retrieval import retriever as engine_module
 
     monkeypatch.setattr(engine_module, "SPACE_RECHECK_S", 0.0)
     assert reembed.reembed(p.driver, p.db, _Renamed(HashEmbedder(32)), page=3).moved

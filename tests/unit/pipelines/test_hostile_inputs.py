@@ -14,11 +14,12 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from trajgraph.errors import InputError
-from trajgraph.pipelines import dead_letter, streaming
+from trajgraph.pipelines import dead_letter
+from trajgraph.pipelines import stream_transforms as streaming
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import LineFile, RawRecord
 from trajgraph.pipelines.adapters.detect import sniff_line_file
-from trajgraph.pipelines.streaming import (
+from trajgraph.pipelines.stream_transforms import (
     Line,
     TailSourceFn,
     apply_event,
@@ -264,7 +265,8 @@ def test_a_tenant_the_contract_refuses_is_a_config_error_before_the_run(
     # every record ("schema-invalid at tenant"), exit 3, instead of one configuration error.
     from trajgraph import settings as settings_mod
     from trajgraph.errors import ConfigError
-    from trajgraph.pipelines import ingest, stream
+    from trajgraph.pipelines import ingest_pipeline as ingest
+    from trajgraph.pipelines import stream_pipeline as stream
 
     logs = tmp_path / "a.jsonl"
     logs.write_text(_line("a"))
@@ -350,7 +352,7 @@ def test_a_record_limit_below_one_byte_is_a_config_error(value: str, tmp_path: P
     # It ran the whole job and dead-lettered every record ("over the -1-byte limit"), exit 3.
     from trajgraph import settings as settings_mod
     from trajgraph.errors import ConfigError
-    from trajgraph.pipelines import ingest
+    from trajgraph.pipelines import ingest_pipeline as ingest
 
     args, _ = ingest.build_parser().parse_known_args(
         [str(tmp_path), "--extractor", "heuristic", "--max-record-bytes", value]
@@ -406,7 +408,7 @@ def test_stream_timing_flags_that_cannot_work_are_config_errors(
     # They reached Beam's impulse and failed there: a traceback, exit 1 ("rerun").
     from trajgraph import settings as settings_mod
     from trajgraph.errors import ConfigError
-    from trajgraph.pipelines import stream
+    from trajgraph.pipelines import stream_pipeline as stream
 
     args = stream.build_parser().parse_args([str(tmp_path), "--extractor", "heuristic", *flags])
     with pytest.raises(ConfigError, match=flags[0]):

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.strategies import ROTATION_STEPS
 from tests.unit.pipelines.test_hostile_inputs import _State
-from trajgraph.pipelines.streaming import Line, TailSourceFn, _open_regular
+from trajgraph.pipelines.stream_transforms import Line, TailSourceFn, _open_regular
 
 
 class Follower:

@@ -14,7 +14,7 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 
 from trajgraph.errors import InputError
-from trajgraph.pipelines.streaming import (
+from trajgraph.pipelines.stream_transforms import (
     AssembleTrajectoryFn,
     Line,
     apply_event,

@@ -36,7 +36,7 @@ from trajgraph.jobs.summary import IngestSummary
 from trajgraph.pipelines import dead_letter
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import RawRecord, parse_json
-from trajgraph.pipelines.streaming import Line, parse_event
+from trajgraph.pipelines.stream_transforms import Line, parse_event
 from trajgraph.pipelines.transforms import NormalizeTrajectories, choose_tenant
 from trajgraph.queries.sandbox import SandboxLimits, run_python, runner
 from trajgraph.schemas.ids import MAX_ID_CHARS, check_id, escape_unprintable, id_problem

@@ -11,7 +11,7 @@ import pytest
 
 from trajgraph.hooks import agents, claude_code
 from trajgraph.hooks.channels import DenyOnce, pre_tool_channel, version_tuple
-from trajgraph.hooks.codex_engine import codex_action
+from trajgraph.hooks.codex_sync import codex_action
 from trajgraph.hooks.protocol import hook_output
 from trajgraph.queries.memory.findings import Reminder
 

@@ -31,7 +31,7 @@ from trajgraph.jobs.summary import (
     write_metrics,
 )
 from trajgraph.pipelines.adapters.base import Located
-from trajgraph.pipelines.ingest import retry_rows
+from trajgraph.pipelines.ingest_pipeline import retry_rows
 from trajgraph.pipelines.transforms import BuildGraphRows
 from trajgraph.pipelines.windows import build_windows
 from trajgraph.settings import LLMSettings

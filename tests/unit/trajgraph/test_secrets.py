@@ -25,7 +25,8 @@ from trajgraph.errors import ConfigError, LLMError
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph.connection import open_driver
-from trajgraph.pipelines import ingest, stream
+from trajgraph.pipelines import ingest_pipeline as ingest
+from trajgraph.pipelines import stream_pipeline as stream
 from trajgraph.settings import Secret
 
 PASSWORD = "pw-7c1f0e9a-neo4j"

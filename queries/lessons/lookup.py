@@ -37,7 +37,7 @@ from trajgraph.extractors.signatures import (
     signature,
     typed_values,
 )
-from trajgraph.graph import ids
+from trajgraph.graph import node_ids
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.lesson_rows import full_error_line
 from trajgraph.pipelines.tokens import count_tokens
@@ -244,7 +244,7 @@ class Reader:
             return self._session.run(query, {"tenant": self.tenant, **params}).data()
 
     def check_trajectory(self, trajectory: str) -> None:
-        tuid = ids.trajectory_uid(self.tenant, trajectory)
+        tuid = node_ids.trajectory_uid(self.tenant, trajectory)
         if not self.read(cypher.TRAJECTORY_EXISTS, tuid=tuid):
             raise NotFoundError("trajectory", trajectory, tenant=self.tenant)
 
@@ -256,7 +256,7 @@ class Reader:
         of the others. A signature not seen as asked may still be seen with its values
         quoted differently (``closest_signature``): then the known one is asked, with the
         values the line gives for it."""
-        uids = [ids.signature_uid(self.tenant, SIGNATURE_VERSION, s) for s, _ in found]
+        uids = [node_ids.signature_uid(self.tenant, SIGNATURE_VERSION, s) for s, _ in found]
         known = {r["uid"] for r in self.known(uids)}
         asked: list[Asked] = []
         unknown: list[str] = []
@@ -281,7 +281,7 @@ class Reader:
 
     def turn(self, trajectory: str, turn: int) -> list[dict[str, Any]]:
         self.check_trajectory(trajectory)
-        turn_uid = ids.turn_uid(self.tenant, trajectory, turn)
+        turn_uid = node_ids.turn_uid(self.tenant, trajectory, turn)
         if not self.read(cypher.TURN_EXISTS, turn_uid=turn_uid):
             raise NotFoundError(
                 "turn", str(turn), tenant=self.tenant, hint=f"trajectory {trajectory!r} has none"

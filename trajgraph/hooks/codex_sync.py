@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trajgraph.client import TrajGraph
-from trajgraph.hooks.engine import HookEngine, Outcome, SessionFile, _ms
+from trajgraph.hooks.session_sync import HookEngine, Outcome, SessionFile, _ms
 from trajgraph.pipelines.adapters.codex import (
     Rollout,
     read_rollout,

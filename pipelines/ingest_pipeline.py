@@ -8,9 +8,10 @@ untouched), composes the named transforms and runs them::
           └──────────────────┴──── rejects ────────────┴──→ Write dead letters
 
 Every input record ends in the graph or in the dead-letter file with its reason.
-``python -m trajgraph.pipelines.ingest PATHS...`` runs the pipeline bare. ``trajgraph ingest``
-runs it as a nightly job (trajgraph/jobs/ingest.py: manifest, summary, metrics file, exit
-codes, signals, progress bar), through :func:`run_pipeline` on the files the manifest picked.
+``python -m trajgraph.pipelines.ingest_pipeline PATHS...`` runs the pipeline bare.
+``trajgraph ingest`` runs it as a nightly job (trajgraph/jobs/ingest.py: manifest, summary,
+metrics file, exit codes, signals, progress bar), through :func:`run_pipeline` on the files
+the manifest picked.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m trajgraph.pipelines.ingest",
+        prog="python -m trajgraph.pipelines.ingest_pipeline",
         description="The batch ingest pipeline alone (`trajgraph ingest` runs it as a job). "
         "Unknown flags go to Beam, e.g. --runner, --direct_num_workers.",
     )

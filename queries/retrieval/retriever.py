@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 import neo4j
 
 from trajgraph.errors import ConfigError, GraphError, NotFoundError
-from trajgraph.graph import ids, writer
+from trajgraph.graph import node_ids, writer
 from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space_and_unstamped, space_mismatch
@@ -232,7 +232,7 @@ class Run:
         code: str | None,
         cypher_query: str | None,
     ) -> Retrieval:
-        tuid = ids.trajectory_uid(tenant, trajectory) if trajectory else None
+        tuid = node_ids.trajectory_uid(tenant, trajectory) if trajectory else None
         found: dict[str, Evidence] = {}
         counts: dict[str, Any] = {}
         tools: list[str] = []
@@ -406,7 +406,7 @@ class Run:
         have = {e.turn for e in items if e.kind == "turn"}
         extra = [
             Evidence(
-                uid=ids.turn_uid(tenant, trajectory, p.turn),
+                uid=node_ids.turn_uid(tenant, trajectory, p.turn),
                 kind="turn",
                 trajectory_id=trajectory,
                 turn=p.turn,

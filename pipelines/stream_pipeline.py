@@ -1,4 +1,4 @@
-"""The streaming ingest pipeline (the DoFns are in pipelines/streaming.py).
+"""The streaming ingest pipeline (the DoFns are in pipelines/stream_transforms.py).
 
 Beam streaming mode on the local runner: a PeriodicImpulse polls the source, stateful DoFns
 assemble trajectories, and the batch transforms extract and write them. Shaped like Beam's
@@ -36,7 +36,7 @@ from trajgraph.pipelines.preflight import (
     embedder_for,
     utc_stamp,
 )
-from trajgraph.pipelines.streaming import (
+from trajgraph.pipelines.stream_transforms import (
     READ_FAILURES,
     SESSION_TRAJECTORIES,
     STDIN,

@@ -383,7 +383,7 @@ class HookEngine:
 
     def _trajectories(self, session: Any, state: SessionFile) -> list[dict[str, Any]]:
         """The transcript's trajectories as ``trajgraph ingest`` adapts them (the Codex
-        engine, hooks/codex_engine.py, adapts a rollout instead)."""
+        engine, hooks/codex_sync.py, adapts a rollout instead)."""
         return trajectories_of(session, state.lines, source=state.path)
 
     def _write(self, rows: GraphRows, synced: Synced) -> None:
