@@ -22,7 +22,7 @@ LIMIT $k
 # a cosine across sizes fails the whole query (the vector index leaves those out by itself).
 # The stamp, not size(n.embedding), decides: reading every vector's size cost 0.65 ms of a
 # 2.6-2.9 ms scan, the stamp under 0.1 ms.
-TRAJECTORY_SIMILARITY = """
+_SCORED_IN_TRAJECTORY = """
 CALL () {
   MATCH (n:State {trajectory_uid: $tuid})
   WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
@@ -34,28 +34,24 @@ CALL () {
 }
 WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
 ORDER BY score DESC
-LIMIT $k
+"""
+
+TRAJECTORY_SIMILARITY = (
+    _SCORED_IN_TRAJECTORY
+    + """LIMIT $k
 RETURN n.uid AS uid, score
 """
+)
 
 # A trajectory read as a whole (auto mode), in one round trip: the same scan, plus every
 # turn's similarity (a signal that ranks the turn's lines), the trajectory's content hash,
 # and its turns' text unless the caller already holds that version ($known).
-TRAJECTORY_SEEDS_AND_TURNS = """
+TRAJECTORY_SEEDS_AND_TURNS = (
+    """
 MATCH (tr:Trajectory {uid: $tuid})
-CALL (tr) {
-  CALL () {
-    MATCH (n:State {trajectory_uid: $tuid})
-    WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
-    RETURN n
-    UNION ALL
-    MATCH (n:Turn {trajectory_uid: $tuid})
-    WHERE n.embedding IS NOT NULL AND coalesce(n.embedded_with, $unstamped) = $model
-    RETURN n
-  }
-  WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
-  ORDER BY score DESC
-  RETURN collect({uid: n.uid, score: score, idx: CASE WHEN n:Turn THEN n.idx END}) AS ranked
+CALL (tr) {"""
+    + _SCORED_IN_TRAJECTORY
+    + """RETURN collect({uid: n.uid, score: score, idx: CASE WHEN n:Turn THEN n.idx END}) AS ranked
 }
 RETURN tr.content_hash AS content_hash, ranked[0..$k] AS top,
        [x IN ranked WHERE x.idx IS NOT NULL | [x.idx, x.score]] AS turns,
@@ -66,6 +62,7 @@ RETURN tr.content_hash AS content_hash, ranked[0..$k] AS top,
               ORDER BY turn.idx
             } END AS text
 """
+)
 
 _SEEDS = """
 UNWIND $uids AS uid

@@ -53,7 +53,6 @@ from trajgraph.queries.retrieval.base import (
     MODES,
     VECTOR_MODES,
     Evidence,
-    Mode,
     Retrieval,
 )
 from trajgraph.queries.retrieval.context import build_context, render_context
@@ -62,16 +61,6 @@ from trajgraph.queries.retrieval.lexical import TurnIndex
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
 
-__all__ = [
-    "MAX_BUDGET",
-    "MAX_DEPTH",
-    "MAX_K",
-    "MODES",
-    "Evidence",
-    "Mode",
-    "Retrieval",
-    "Retriever",
-]
 
 MAX_CHANGE_ROWS = 400  # states read for "what changed between step A and step B"
 TURN_CACHE_CHARS = 16_000_000  # text of trajectories kept cut into lines for evidence
