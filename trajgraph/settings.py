@@ -12,7 +12,6 @@ graph staged for a remote runner holds no password.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -27,10 +26,6 @@ T = TypeVar("T")
 
 DEFAULT_NEO4J_VERSION = "5.26.30"
 DEFAULT_NEO4J_PASSWORD = "trajgraph-local"
-# Test setting: the first graph write batch that creates this marker file fails after part of
-# it was written (graph/writer.py), to show that a runner's retry converges. Never set it
-# outside tests; a warning is logged when it is.
-TEST_WRITE_FAULT_VAR = "TRAJGRAPH_TEST_WRITE_FAULT"
 
 
 class Secret(str):
@@ -77,8 +72,6 @@ class Neo4jSettings:
     user: str = "neo4j"
     password: str = field(default=DEFAULT_NEO4J_PASSWORD, repr=False)  # Beam logs DoFn reprs
     database: str = "neo4j"
-    # Test only (TRAJGRAPH_TEST_WRITE_FAULT): a marker file; see graph/writer.py.
-    test_write_fault: str | None = None
 
 
 @dataclass(frozen=True)
@@ -241,18 +234,11 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             env, "TRAJGRAPH_NEO4J_HTTP_PORT", _int(env, "TRAJGRAPH_NEO4J_PORT", port_from_uri) - 213
         ),
     )
-    fault = env.get(TEST_WRITE_FAULT_VAR) or None
-    if fault:
-        logging.getLogger(__name__).warning(
-            "%s is set: one graph write will fail on purpose (a test setting)",
-            TEST_WRITE_FAULT_VAR,
-        )
     neo = Neo4jSettings(
         uri=uri,
         user=uri_user or env.get("NEO4J_USER") or "neo4j",
         password=_neo4j_password(env, uri_password),
         database=env.get("NEO4J_DATABASE") or "neo4j",
-        test_write_fault=fault,
     )
     llm = _llm(env)
     budget = _int(env, "TRAJGRAPH_TOKEN_BUDGET", 2048)
