@@ -32,7 +32,7 @@ def _without(key: str) -> dict[str, Any]:
     return rec
 
 
-CASES = {
+CASES: dict[str, Any] = {
     "valid": record(3),
     "valid, no turns": _set(turns=[]),
     "valid, idx 1.0": _turn(idx=1.0),
