@@ -26,6 +26,9 @@ T = TypeVar("T")
 
 DEFAULT_NEO4J_VERSION = "5.26.30"
 DEFAULT_NEO4J_PASSWORD = "trajgraph-local"
+# Each on-disk cache (LLM extractions, embeddings) evicts its least recently used entries
+# beyond this size: about 1.5 million LLM windows' findings, or 600,000 vectors of 384 floats.
+DEFAULT_CACHE_MAX_MB = 1024
 
 
 class Secret(str):
@@ -132,6 +135,7 @@ class LLMSettings:
     max_output_tokens: int | None = None
     temperature: float | None = 0.0  # None: not sent (some reasoning models reject it)
     cache_path: Path | None = None  # None: no cache
+    cache_max_mb: int = DEFAULT_CACHE_MAX_MB  # 0: no cap (trajgraph/sqlite_store.py evicts)
     # Cap on one Retry-After / backoff sleep, so a hostile header cannot stall a job for hours.
     max_backoff_s: float = 60.0
 
@@ -160,6 +164,7 @@ class EmbedderSettings:
     batch_size: int = 64
     # Vectors of texts already embedded (per embedder and text hash); None: no disk cache.
     cache_path: Path | None = None
+    cache_max_mb: int = DEFAULT_CACHE_MAX_MB  # 0: no cap
     # Where the static embedder's derived token tables live (one per model file and size).
     static_dir: Path = field(default_factory=lambda: _default_home() / "static-embedder")
     # openai: server, key, timeout and retries (the model field is unused)
@@ -472,6 +477,7 @@ def _llm(env: Mapping[str, str]) -> LLMSettings:
             if cache
             else _default_home() / "llm-cache.sqlite3"
         ),
+        cache_max_mb=_cache_max_mb(env, "TRAJGRAPH_LLM_CACHE_MAX_MB"),
     )
     if llm.max_attempts < 1 or llm.concurrency < 1:
         raise ConfigError("TRAJGRAPH_LLM_MAX_ATTEMPTS and TRAJGRAPH_LLM_CONCURRENCY must be >= 1")
@@ -499,12 +505,25 @@ def _embedder(env: Mapping[str, str], llm: LLMSettings) -> EmbedderSettings:
         batch_size=_int(env, "TRAJGRAPH_EMBED_BATCH", 64),
         transport=transport,
         cache_path=_cache_path(env.get("TRAJGRAPH_EMBED_CACHE"), "embed-cache.sqlite3"),
+        cache_max_mb=_cache_max_mb(env, "TRAJGRAPH_EMBED_CACHE_MAX_MB"),
         static_dir=(
             Path(env["TRAJGRAPH_STATIC_TABLES"])
             if env.get("TRAJGRAPH_STATIC_TABLES")
             else _default_home() / "static-embedder"
         ),
     )
+
+
+def _cache_max_mb(env: Mapping[str, str], name: str) -> int:
+    mb = _int(env, name, DEFAULT_CACHE_MAX_MB)
+    if mb < 0:
+        raise ConfigError(f"{name} must be 0 (no cap) or a size in MB, got {mb}")
+    return mb
+
+
+def cache_max_bytes(max_mb: int) -> int | None:
+    """A cache's cap in bytes for trajgraph/sqlite_store.py (None: no cap)."""
+    return max_mb * 1024 * 1024 if max_mb else None
 
 
 def _cache_path(raw: str | None, default_name: str) -> Path | None:

@@ -9,7 +9,7 @@ servers and Dataflow Runner v2 also take, against the DirectRunner, from the rea
 * ``--runner PrismRunner`` finds the binary without flags, and fails fast without one.
 
 The tests share one Prism job server (``--job_endpoint``) and one worker pool; without a
-Prism binary (``bash deploy/dev.sh setup`` builds it) they skip, naming what is missing.
+Prism binary (``bash deploy/dev.sh test`` or ``prism`` builds it) they skip, naming what is missing.
 """
 
 from __future__ import annotations
