@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from trajgraph.errors import ConfigError, redact
+from trajgraph.hooks.protocol import hook_dir_of, tenant_of
 from trajgraph.redaction import remember_secrets
 
 T = TypeVar("T")
@@ -256,7 +257,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         local_llm=_local_llm(env),
         embedder=_embedder(env, llm),
         api_keys=_api_keys(env.get("TRAJGRAPH_API_KEYS") or ""),
-        tenant=env.get("TRAJGRAPH_TENANT") or "default",
+        tenant=tenant_of(env),
         token_budget=budget,
         write_batch_size=_int(env, "TRAJGRAPH_WRITE_BATCH", 1000),
         prism_location=(
@@ -264,11 +265,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             if env.get("TRAJGRAPH_PRISM_LOCATION")
             else None
         ),
-        hook_dir=(
-            Path(env["TRAJGRAPH_HOOK_DIR"])
-            if env.get("TRAJGRAPH_HOOK_DIR")
-            else _default_home() / "hook"
-        ),
+        hook_dir=hook_dir_of(env),
         otlp_spool=(
             Path(env["TRAJGRAPH_OTLP_SPOOL"])
             if env.get("TRAJGRAPH_OTLP_SPOOL")
