@@ -17,6 +17,10 @@ reminder exists for: a call that repeats an earlier failed call of the same agen
 or a near-identical action, extractors/actions.py) and fails the same way.
 
     python -m bench.hook_replay [--sessions DIR] [--budget-ms 1000] [--json OUT] [--markdown]
+    python -m bench.hook_replay --code /tmp/old-checkout   # another version's hook and server
+
+With ``--code`` the hook and its server run from that checkout (in it, and first on
+PYTHONPATH) as ``python -m trajgraph``; run it once per version, the same way, to compare.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ NEAR = 0.75
 # The console script Claude Code runs (the venv's `trajgraph`), else the module.
 _SCRIPT = Path(sys.executable).with_name("trajgraph")
 TRAJGRAPH = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "trajgraph.cli"]
+CWD: str | None = None  # --code: the hook runs there (`python -m` puts its folder first)
 
 
 @dataclass
@@ -199,6 +204,7 @@ def _hook(
         input=json.dumps(hook).encode(),
         capture_output=True,
         env=env,
+        cwd=CWD,
         check=False,
     )
     ms = (time.perf_counter() - t0) * 1000
@@ -299,7 +305,15 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         help="only the PreToolUse hook (it then brings every new turn in itself)",
     )
     p.add_argument("--think-ms", type=float, default=500, help="model time between calls")
+    p.add_argument("--code", type=Path, default=None, help="run another checkout's hook")
     args = p.parse_args(argv)
+    global TRAJGRAPH, CWD
+    code_env: dict[str, str] = {}
+    if args.code is not None:
+        TRAJGRAPH = [sys.executable, "-m", "trajgraph"]
+        CWD = str(args.code)
+        path = os.pathsep.join(x for x in (str(args.code), os.environ.get("PYTHONPATH")) if x)
+        code_env["PYTHONPATH"] = path
     files = sorted(args.sessions.glob("*.jsonl"))
     if not files:
         raise SystemExit(f"no sessions in {args.sessions}")
@@ -309,10 +323,11 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="trajgraph-hook-replay-") as tmp:
         work, hook_dir = Path(tmp) / "sessions", Path(tmp) / "hook"
         work.mkdir()
-        env = {**os.environ, "TRAJGRAPH_HOOK_DIR": str(hook_dir)}
+        env = {**os.environ, **code_env, "TRAJGRAPH_HOOK_DIR": str(hook_dir)}
         server = subprocess.Popen(
             [sys.executable, "-m", "trajgraph.cli", "hook", "serve", "--idle-minutes", "10"],
             env=env,
+            cwd=CWD,
             stdin=subprocess.DEVNULL,
         )
         try:

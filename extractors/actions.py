@@ -29,18 +29,18 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Literal
 
+from trajgraph.extractors import shell
+from trajgraph.extractors.shell import STDERR_REDIRECT, TOOL_CALL, canonical_command
+
+__all__ = ["canonical_command"]  # re-exported: the reminders and benches read it from here
+
 NEAR_IDENTICAL = 0.75
-_CALL = re.compile(r"^([A-Za-z_][\w.-]*)\((.*)\)$", re.DOTALL)
-_STDERR_REDIRECT = re.compile(r"\s\d?>&\d\b|\s2>\s*/dev/null\b|\s&>\s*/dev/null\b")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
-_ENV_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_OPERATORS = frozenset({"&&", "||", ";", "|", "&"})
 # Commands after a pipe that only change how the output is shown.
 _FILTER_WORDS = "head tail less more cat grep egrep fgrep sort uniq wc cut column nl sed awk"
 OUTPUT_FILTERS = frozenset(_FILTER_WORDS.split())
@@ -55,8 +55,8 @@ _READ_WORDS = (
     "cat nl head tail less more grep egrep fgrep rg ag ls ll tree find locate file stat wc "
     "du df pwd whoami which type echo printf diff cmp sort uniq cut awk jq yq env printenv "
     "date id uname hostname ps top free history man help open goto scroll_up scroll_down "
-    "search_file search_dir find_file view read think calculate submit sed"
-)
+    "search_file search_dir find_file view read think calculate submit sed cd"
+)  # cd: only where the next command runs (canonical() drops a leading `cd DIR &&` too)
 READ_ONLY_COMMANDS = frozenset(_READ_WORDS.split())
 # Test runners and checksums re-check things; they do not change what a re-run depends on.
 _CHECK_WORDS = (
@@ -69,10 +69,6 @@ _GIT_READ_WORDS = "status diff log show blame grep ls-files branch remote rev-pa
 READ_ONLY_GIT = frozenset(_GIT_READ_WORDS.split())
 _READ_ONLY_CALL_PREFIXES = ("get_", "search_", "list_", "find_", "read_", "view_", "fetch_")
 _READ_ONLY_CALLS = frozenset({"think", "calculate", "view", "read_file", "glob", "ls"})
-_EDIT_WORDS = "edit create str_replace insert write append undo_edit write_file apply_patch"
-EDIT_WORDS = frozenset(_EDIT_WORDS.split())
-_WRITE_REDIRECT = re.compile(r"(?<![<>&\d])>{1,2}(?!&)\s*([^\s;&|<>]+)")
-_SED_INPLACE = re.compile(r"\bsed\s+(?:-[A-Za-z]*i|--in-place)")
 _ASSIGNMENT = re.compile(
     r"""(?<![\w.-])["']?([A-Za-z_][\w.-]{0,48})["']?[ \t]*(?:=(?!=)|:(?!//))[ \t]*"""
     r"""["']?([^\s"',;)}\]\\/*]{1,120})"""
@@ -137,7 +133,7 @@ def canonical(action: str) -> Canon:
     text = (action or "").strip()
     if not text:
         return Canon("empty", "")
-    call = _CALL.match(text)
+    call = TOOL_CALL.match(text)
     if call is not None:
         args = _json(call.group(2))
         if isinstance(args, dict):
@@ -182,41 +178,11 @@ def _call_canon(tool: str, args: dict[str, object]) -> Canon:
     return Canon("call", f"{tool}({body})", tool=tool)
 
 
-def _tokens(line: str) -> list[str] | None:
-    tokens = _tokens_of(line)
-    return None if tokens is None else list(tokens)
-
-
-@lru_cache(maxsize=_CACHE)
-def _tokens_of(line: str) -> tuple[str, ...] | None:
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
-    lexer.whitespace_split = True
-    try:
-        return tuple(lexer)
-    except ValueError:  # unbalanced quotes
-        return None
-
-
-def _segments(tokens: list[str]) -> list[tuple[str, list[str]]]:
-    """(operator before the segment, its tokens) for every segment of a command line."""
-    out: list[tuple[str, list[str]]] = []
-    op = ""
-    current: list[str] = []
-    for tok in tokens:
-        if tok in _OPERATORS:
-            out.append((op, current))
-            op, current = tok, []
-        else:
-            current.append(tok)
-    out.append((op, current))
-    return [(o, seg) for o, seg in out if seg]
-
-
 def _shell(line: str) -> Canon | None:
-    tokens = _tokens(_STDERR_REDIRECT.sub(" ", " " + line).strip())
+    tokens = shell.words(STDERR_REDIRECT.sub(" ", " " + line).strip())
     if not tokens:
         return None
-    segments = _segments(tokens)
+    segments = shell.segments(tokens)
     while len(segments) > 1 and segments[0][1][0] == "cd" and segments[1][0] in ("&&", ";"):
         segments = [("", segments[1][1]), *segments[2:]]
     while len(segments) > 1 and segments[-1][0] == "|" and segments[-1][1][0] in OUTPUT_FILTERS:
@@ -235,7 +201,7 @@ def _shell(line: str) -> Canon | None:
         flags: list[str] = []
         args: list[str] = []
         for tok in seg:
-            if not args and _ENV_PREFIX.match(tok):
+            if not args and shell.is_assignment(tok):
                 flags.append(tok)  # VAR=value before the program: a setting, not an argument
             elif tok.startswith("-") and len(tok) > 1 and tok != "--" and not _NUMBER.match(tok):
                 flags.extend(_split_flags(tok))
@@ -318,10 +284,12 @@ def is_read_only(action: str, *, checks: bool = True) -> bool:
         return False
     if c.tool and not _read_only_tool(c.tool) and not c.tool.startswith("execute"):
         return False
-    if _WRITE_REDIRECT.search(_STDERR_REDIRECT.sub(" ", action)) or _SED_INPLACE.search(action):
+    if shell.WRITE_REDIRECT.search(STDERR_REDIRECT.sub(" ", action)) or shell.SED_IN_PLACE.search(
+        action
+    ):
         return False
-    tokens = _tokens(_STDERR_REDIRECT.sub(" ", " " + canonical_command(action)).strip()) or []
-    for _, seg in _segments(tokens):
+    tokens = shell.words(STDERR_REDIRECT.sub(" ", " " + canonical_command(action)).strip())
+    for _, seg in shell.segments(tokens):
         args = [t for t in seg if not t.startswith("-")]
         word = args[0].rsplit("/", 1)[-1] if args else ""
         if word == "git":
@@ -352,23 +320,11 @@ def _read_only_tool(tool: str) -> bool:
     return tool in _READ_ONLY_CALLS or tool.startswith(_READ_ONLY_CALL_PREFIXES)
 
 
-def canonical_command(action: str) -> str:
-    """The shell command an action runs: the ``command`` argument of a tool call, or the
-    action's text."""
-    text = (action or "").strip()
-    call = _CALL.match(text)
-    if call is not None:
-        args = _json(call.group(2))
-        if isinstance(args, dict) and isinstance(args.get("command"), str):
-            return str(args["command"]).strip()
-    return text
-
-
 def shell_words(action: str) -> list[list[str]]:
     """The token lists of every segment of the action's first command line."""
     line = canonical_command(action).split("\n", 1)[0]
-    tokens = _tokens(_STDERR_REDIRECT.sub(" ", " " + line).strip()) or []
-    return [seg for _, seg in _segments(tokens)]
+    tokens = shell.words(STDERR_REDIRECT.sub(" ", " " + line).strip())
+    return [seg for _, seg in shell.segments(tokens)]
 
 
 @dataclass(frozen=True)
@@ -418,16 +374,16 @@ def writes_path(action: str, path: str) -> bool:
     """The action creates or writes ``path`` (an edit tool, a redirect, tee, touch, sed -i)."""
     text = canonical_command(action)
     words = first_line(text, 400).split()
-    if words and words[0] in EDIT_WORDS and words[0] != "undo_edit":
+    if words and words[0] in shell.EDIT_TOOLS and words[0] != "undo_edit":
         return any(same_path(w, path) for w in words[1:3]) or (path in text and '"path"' in action)
-    for m in _WRITE_REDIRECT.finditer(_STDERR_REDIRECT.sub(" ", text)):
+    for m in shell.WRITE_REDIRECT.finditer(STDERR_REDIRECT.sub(" ", text)):
         if same_path(m.group(1), path):
             return True
     for seg in shell_words(action):
         word = seg[0].rsplit("/", 1)[-1] if seg else ""
         if word in ("touch", "tee", "cp", "mv") and seg and same_path(seg[-1], path):
             return True
-        if word == "sed" and any(t.startswith("-i") for t in seg) and same_path(seg[-1], path):
+        if shell.sed_in_place(seg) and same_path(seg[-1], path):
             return True
     return False
 
@@ -475,7 +431,7 @@ def assignments(text: str) -> list[tuple[str, str]]:
 
 def _call_pairs(action: str) -> list[tuple[str, str]]:
     """Scalar ``key: value`` pairs of a tool call's JSON arguments, nested ones included."""
-    call = _CALL.match((action or "").strip())
+    call = TOOL_CALL.match((action or "").strip())
     args = _json(call.group(2)) if call else None
     out: list[tuple[str, str]] = []
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from trajgraph.extractors import shell
 from trajgraph.extractors.base import WindowByWindow
 from trajgraph.extractors.identifiers import (
     KIND_PRIORITY,
@@ -128,19 +129,12 @@ _UNITTEST_RESULT = re.compile(
 _HTTP_STATUS = re.compile(r"\bHTTP/\d(?:\.\d)? (\d{3})\b")
 
 # --- file edits ------------------------------------------------------------------------------
-_EDIT_WORDS = frozenset(
-    {"create", "edit", "str_replace", "insert", "write", "append", "undo_edit", "write_file"}
-)
-_SED_INPLACE = re.compile(r"\bsed\s+(?:-[A-Za-z]*i\S*|--in-place\S*)\s")
-_SED_SUBST = re.compile(r"(?<![A-Za-z])s([/|#,:@])((?:(?!\1).){1,200})\1((?:(?!\1).){0,200})\1")
-_REDIRECT = re.compile(r"(?<![\d&<>=-])>{1,2}[ \t]*([^\s;&|<>'\"()]+)")
 _TEE = re.compile(r"\btee\s+(?:-a\s+)?([^\s;&|<>'\"()]+)")
-_FILE_COMMANDS = re.compile(r"(?:^|&&|;|\|\|)\s*(rm|touch|mkdir|mv|cp)\s+([^;&|<>]*)")
-_PATHISH = re.compile(r"^[\w./~-][\w./~@+-]*$")
+_CHANGES_FILES = "|".join(sorted(shell.FILE_COMMANDS - {"chmod"}))  # a mode is not content
+_FILE_COMMANDS = re.compile(rf"(?:^|&&|;|\|\|)\s*({_CHANGES_FILES})\s+([^;&|<>]*)")
 _JSON_PATH = re.compile(r"[\"']path[\"']\s*[:=]\s*[\"']([^\"'\s]+)[\"']")
 _SHOWN_FILE = re.compile(r"^\[File: (\S+) \(\d+ lines total\)\]", re.M)
 _NEW_STR = re.compile(r"<new_str>\n[ \t]*([^\s<][^\n\r]*)")
-_CMD_SEPARATOR = re.compile(r"&&|\|\||[;|]")
 # Codex's apply_patch: every file of the patch is edited (pipelines/adapters/codex.py).
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (\S[^\n]*?)[ \t\r]*$", re.M)
 
@@ -366,8 +360,8 @@ def _file_changes(action: str, obs: str) -> list[_Draft]:
     changes: list[tuple[str, str]] = []  # (path, value)
     if words and words[0] == "apply_patch":
         changes.extend((path, path) for path in _PATCH_FILE.findall(action))
-    elif words and words[0] in _EDIT_WORDS:
-        path = words[1] if len(words) > 1 and _PATHISH.match(words[1]) else None
+    elif words and words[0] in shell.EDIT_TOOLS:
+        path = words[1] if len(words) > 1 and shell.PATHISH.match(words[1]) else None
         if path is None:  # tool-call JSON: {"command": "create", "path": "/x.py", ...}
             arg = _JSON_PATH.search(action)
             path = arg.group(1) if arg else None
@@ -387,41 +381,25 @@ def _file_changes(action: str, obs: str) -> list[_Draft]:
     return out[:MAX_FILES]
 
 
-def _unquoted_separator(line: str, start: int) -> int:
-    """Index of the first shell separator at or after start that is not inside quotes:
-    sed scripts such as 's|a|b|' use the pipe as a delimiter."""
-    quote = ""
-    for i in range(start, len(line)):
-        ch = line[i]
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif _CMD_SEPARATOR.match(line, i):
-            return i
-    return len(line)
-
-
 def _shell_file_changes(line: str) -> Iterator[tuple[str, str]]:
-    sed = _SED_INPLACE.search(line)
+    sed = shell.SED_IN_PLACE.search(line)
     if sed is not None:
-        segment = line[sed.start() : _unquoted_separator(line, sed.end())]
+        segment = line[sed.start() : shell.unquoted_separator(line, sed.end())]
         target = segment.split()[-1]
-        if _PATHISH.match(target):
-            subst = _SED_SUBST.search(segment)
+        if shell.PATHISH.match(target):
+            subst = shell.SED_SUBST.search(segment)
             fragment = subst.group(3).strip() if subst else ""
             yield target, (fragment if _ALNUM.search(fragment) else target)
-    for m in _REDIRECT.finditer(line):
+    for m in shell.WRITE_REDIRECT.finditer(line):
         target = m.group(1)
-        if _PATHISH.match(target) and _ALNUM.search(target) and not target.startswith("/dev/"):
+        if shell.PATHISH.match(target) and _ALNUM.search(target) and not target.startswith("/dev/"):
             yield target, target
     for m in _TEE.finditer(line):
-        if _PATHISH.match(m.group(1)):
+        if shell.PATHISH.match(m.group(1)):
             yield m.group(1), m.group(1)
     for m in _FILE_COMMANDS.finditer(line):
-        args = [a for a in m.group(2).split() if not a.startswith("-") and _PATHISH.match(a)]
-        if m.group(1) in ("mv", "cp"):
+        args = [a for a in m.group(2).split() if not a.startswith("-") and shell.PATHISH.match(a)]
+        if m.group(1) in ("mv", "cp", "ln"):
             args = args[-1:]
         for a in args[:MAX_FILES]:
             yield a, a
@@ -553,7 +531,7 @@ def _shown_file(action: str) -> str | None:
     """The one file a plain ``cat FILE`` (or head/less/more) prints, else None."""
     line, _ = command_line_span(action)
     words = line.split()
-    if len(words) == 2 and words[0] in _FILE_VIEWERS and _PATHISH.match(words[1]):
+    if len(words) == 2 and words[0] in _FILE_VIEWERS and shell.PATHISH.match(words[1]):
         return words[1] if _SETTINGS_FILE.search(words[1]) else None
     return None
 
@@ -562,11 +540,11 @@ def _settings_written(action: str) -> Iterator[_Draft]:
     """``sed -i 's/^key=.*/key=value/' FILE`` and ``echo 'key=value' >> FILE`` set one
     setting of a settings file: the same (FILE, key) history that ``cat FILE`` starts."""
     line, _ = command_line_span(action)
-    sed = _SED_INPLACE.search(line)
+    sed = shell.SED_IN_PLACE.search(line)
     if sed is not None:
-        segment = line[sed.start() : _unquoted_separator(line, sed.end())]
+        segment = line[sed.start() : shell.unquoted_separator(line, sed.end())]
         target = segment.split()[-1]
-        subst = _SED_SUBST.search(segment)
+        subst = shell.SED_SUBST.search(segment)
         if subst and _SETTINGS_FILE.search(target):
             kv = _SETTING.match(subst.group(3).strip())
             if kv:

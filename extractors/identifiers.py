@@ -13,7 +13,11 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from typing import get_args
 
+from trajgraph.extractors import shell
+from trajgraph.extractors.shell import command_line_span
 from trajgraph.schemas.extraction import ObjectKind
+
+__all__ = ["command_line_span"]  # re-exported: the shell grammar's, used by the extractors
 
 MAX_NAME = 200
 MIN_NAME = 2
@@ -153,31 +157,11 @@ _NOT_SQL_NAMES = (
 )
 _SQL_WORDS = frozenset(_NOT_SQL_NAMES.split())
 
-# --- shell commands ---------------------------------------------------------------------------
-_CMD_SPLIT = re.compile(r"&&|\|\||[;|\n]")
+# --- shell commands (the grammar: extractors/shell.py) --------------------------------------------
 _TOKEN = re.compile(r"\S+")
-_ENV_ASSIGN = re.compile(r"^[A-Za-z_]\w*=")
 _COMMAND_WORD = re.compile(r"^[\w./~-][\w.+:/~-]*$")
 _PROMPT_LINE = re.compile(r"^[ \t]*\$[ \t]+(\S[^\n]*)", re.M)
-_JSON_COMMAND = re.compile(
-    r"[\"'](?:command|cmd|code|sql|query|script)[\"']\s*[:=]\s*\"((?:[^\"\\\n]|\\.)+)\""
-)
 _CALL_STYLE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*\(")
-_PREFIX_WORDS = frozenset({"sudo", "time", "env", "nohup", "exec", "command", "xargs"})
-# Shell words that are syntax or plumbing, not the command acted with.
-_SHELL_PLUMBING = (
-    "cd echo export set true false sleep source . exit then do done fi if for while else elif "
-    "in case esac { } printf wait unset alias return local declare"
-)
-_SKIP_COMMANDS = frozenset(_SHELL_PLUMBING.split())
-# Tools whose first argument is a subcommand worth keeping: "git diff", "npm run".
-_TOOLS_WITH_SUBCOMMANDS = (
-    "git pip pip3 npm npx yarn pnpm docker docker-compose kubectl cargo go conda poetry uv apt "
-    "apt-get brew gh make dotnet mvn gradle bundle rails rake terraform helm systemctl "
-    "django-admin tox nox hatch pdm rustup bun deno composer mix stack cabal"
-)
-_SUBCOMMAND_TOOLS = frozenset(_TOOLS_WITH_SUBCOMMANDS.split())
-_INTERPRETERS = re.compile(r"^(?:.*/)?(?:python[\d.]*|node|bash|sh|zsh|ruby|perl|php|ts-node|tsx)$")
 _SENTENCE = re.compile(r"^[A-Z][a-z']*[ ,](?:\S+ ){3,}|^(?:\S+ ){5,}\S*[.?!:]$")
 _SUBCOMMAND = re.compile(r"^[A-Za-z][\w:.-]*$")
 _SCRIPT_ARG = re.compile(rf"^[\w./~-]+(?:\.(?:{_EXTS})|/[\w.-]+)$")
@@ -470,26 +454,6 @@ def _split_top_level(select_list: str, base: int) -> Iterator[tuple[str, int]]:
     yield select_list[start:], base + start
 
 
-def command_line_span(action: str) -> tuple[str, int]:
-    """The action's command line (verbatim) and its offset in ``action``.
-
-    A ``"command": "..."`` argument (tool-call JSON) wins; otherwise the first non-empty line.
-    Heredoc bodies, edit blocks and later lines are not command lines.
-    """
-    m = _JSON_COMMAND.search(action)
-    if m is not None:
-        raw = m.group(1)
-        cut = raw.find("\\n")
-        return (raw[:cut] if cut >= 0 else raw), m.start(1)
-    pos = 0
-    for line in action.splitlines(keepends=True):
-        stripped = line.strip()
-        if stripped:
-            return stripped, pos + line.index(stripped[0])
-        pos += len(line)
-    return "", 0
-
-
 def command_line(action: str, max_chars: int = 80) -> str:
     """The command line cut to ``max_chars`` at a word boundary: a verbatim state subject."""
     line, _ = command_line_span(action)
@@ -516,39 +480,38 @@ def _commands(line: str) -> Iterator[tuple[int, str]]:
         return  # a chat message, not a command line
     seg_start = 0
     found = 0
-    for sep in [*_CMD_SPLIT.finditer(line), None]:
-        seg_end = sep.start() if sep is not None else len(line)
-        cmd = _segment_command(line, seg_start, seg_end)
+    for sep_start, sep_end in [*shell.separators(line), (len(line), len(line))]:
+        cmd = _segment_command(line, seg_start, sep_start)
         if cmd is not None:
             yield cmd
             found += 1
             if found >= 4:
                 return
-        if sep is None:
-            return
-        seg_start = sep.end()
+        seg_start = sep_end
 
 
 def _segment_command(line: str, start: int, end: int) -> tuple[int, str] | None:
     tokens = [(m.start(), m.group()) for m in _TOKEN.finditer(line, start, end)]
     i = 0
-    while i < len(tokens) and (_ENV_ASSIGN.match(tokens[i][1]) or tokens[i][1] in _PREFIX_WORDS):
+    while i < len(tokens) and (
+        shell.is_assignment(tokens[i][1]) or tokens[i][1] in shell.PREFIX_WORDS
+    ):
         i += 1
     if i < len(tokens) and tokens[i][1] == "timeout":
         i += 2 if i + 1 < len(tokens) and tokens[i + 1][1][:1].isdigit() else 1
     if i >= len(tokens):
         return None
     pos, word = tokens[i]
-    if word in _SKIP_COMMANDS or not _COMMAND_WORD.match(word) or not _WORDCHAR.search(word):
+    if word in shell.SHELL_PLUMBING or not _COMMAND_WORD.match(word) or not _WORDCHAR.search(word):
         return None
     if word[0].isupper() and word.isalpha():
         return None  # "The", "Here": prose, not a command
     last = i
     base = word.rsplit("/", 1)[-1]
     nxt = tokens[i + 1][1] if i + 1 < len(tokens) else ""
-    if base in _SUBCOMMAND_TOOLS and _SUBCOMMAND.match(nxt):
+    if base in shell.SUBCOMMAND_TOOLS and _SUBCOMMAND.match(nxt):
         last = i + 1
-    elif _INTERPRETERS.match(word):
+    elif shell.is_interpreter(word):
         if nxt == "-m" and i + 2 < len(tokens) and _SUBCOMMAND.match(tokens[i + 2][1]):
             last = i + 2
         elif _SCRIPT_ARG.match(nxt):

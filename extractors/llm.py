@@ -44,7 +44,7 @@ from trajgraph.extractors.structured import salvage_truncated
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.pipelines.windows import Window
 from trajgraph.schemas.extraction import ExtractionReply, WindowExtraction, reply_json_schema
-from trajgraph.settings import LLMSettings
+from trajgraph.settings import LLMSettings, cache_max_bytes
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,10 @@ class LLMExtractor(WindowByWindow):
                     max_workers=self.settings.concurrency, thread_name_prefix="trajgraph-llm"
                 )
                 if self.settings.cache_path is not None:
-                    self._cache = ExtractionCache(self.settings.cache_path)
+                    self._cache = ExtractionCache(
+                        self.settings.cache_path,
+                        max_bytes=cache_max_bytes(self.settings.cache_max_mb),
+                    )
 
     def close(self) -> None:
         if self._pool is not None:

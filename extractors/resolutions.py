@@ -37,14 +37,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from trajgraph.extractors import shell
 from trajgraph.extractors.actions import (
     COMMAND_FAILURE,
     canonical,
-    canonical_command,
     first_line,
     is_read_only,
     same_path,
 )
+from trajgraph.extractors.shell import command_segments, heredoc_writes
+
+__all__ = ["command_segments", "heredoc_writes"]  # re-exported: the shell grammar's, used here
 
 # Bump when episodes, steps or key actions change: stored resolutions are rewritten then.
 RESOLUTION_VERSION = 1
@@ -52,24 +55,6 @@ MAX_STEPS = 8  # steps kept per resolution or attempt (the latest ones)
 MAX_TOKENS = 12  # salient tokens kept per step
 MAX_KEY_CHARS = 160
 
-# In-place edits: the file existed before (a file of the code base, not the agent's own).
-_IN_PLACE = re.compile(r"\bsed\s+(?:-[A-Za-z]*i|--in-place)|^(?:str_replace|edit|insert|patch)\b")
-_EDIT_WORDS_TEXT = (
-    "cat echo printf tee sed edit create str_replace insert write append write_file "
-    "apply_patch patch ed ex"
-)
-_EDIT_WORDS = frozenset(_EDIT_WORDS_TEXT.split())
-_FILE_WORDS = "mkdir touch rm mv cp ln chmod"
-_FILE_COMMANDS = frozenset(_FILE_WORDS.split())
-_HEREDOC = re.compile(
-    r"<<-?[ \t]*(['\"]?)(\w+)\1[ \t]*>{1,2}[ \t]*(\S+)[^\n]*\n(.*?)\n[ \t]*\2[ \t]*$",
-    re.S | re.M,
-)
-_HEREDOC_TO = re.compile(
-    r">{1,2}[ \t]*(\S+)[ \t]*<<-?[ \t]*(['\"]?)(\w+)\2[^\n]*\n(.*?)\n[ \t]*\3[ \t]*$",
-    re.S | re.M,
-)
-_SED_SUBST = re.compile(r"(?<![A-Za-z])s([/|#,:@])((?:(?!\1).)*)\1((?:(?!\1).)*)\1")
 _DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w])")
 _CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 _GENERIC_WORDS = (
@@ -82,17 +67,12 @@ _GENERIC_WORDS = (
 )
 _GENERIC_TOKENS = frozenset(_GENERIC_WORDS.split())
 _FILE_NAME = re.compile(r"\.(?:py|txt|json|ya?ml|toml|ini|cfg|md|rst|html|js|ts|sh|sql|log)$")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
-_PATHISH = re.compile(r"^[\w./~-][\w./~@+-]*$")
-_HEREDOC_BODY = re.compile(r"(<<-?[ \t]*(['\"]?)(\w+)\2[^\n]*)\n.*?\n[ \t]*\3[ \t]*$", re.S | re.M)
 _TEST_SCRIPT = re.compile(
     r"^(?:pytest|py\.test|tox|nox)$|(?:^|/)(?:test_[\w-]*|[\w-]*_test|runtests|tests?)\.py$"
 )
 # Commands that neither change what a re-run depends on nor do the work (echo, cd, true).
 _QUIET_WORDS = "cd echo true false sleep clear"
 _QUIET_COMMANDS = frozenset(_QUIET_WORDS.split())
-_RUNNER_WORDS = "python python3 python2 node ruby perl bash sh php go java"
-_RUNNERS = frozenset(_RUNNER_WORDS.split())
 
 
 @dataclass(frozen=True)
@@ -273,14 +253,14 @@ def _run_heads_of(action: str) -> tuple[str, ...]:
         return (canon.head,) if canon.head else ()
     heads = []
     for seg in command_segments(action):
-        while seg and _ASSIGNMENT.match(seg[0]):
+        while seg and shell.is_assignment(seg[0]):
             seg = seg[1:]
         if not seg:
             continue
-        word = _base_word(seg[0])
-        if word in _QUIET_COMMANDS or word in _FILE_COMMANDS or word in ("export", "set"):
+        word = shell.program(seg[0])
+        if word in _QUIET_COMMANDS or word in shell.FILE_COMMANDS or word in ("export", "set"):
             continue
-        if word in _EDIT_WORDS and any(t.startswith(("<<", ">")) or t == "-i" for t in seg):
+        if shell.is_file_write(seg):
             continue
         if _runner(word) and "-c" in seg[1:]:
             heads.append(f"{word} -c")
@@ -291,24 +271,17 @@ def _run_heads_of(action: str) -> tuple[str, ...]:
     return tuple(heads)
 
 
-def _base_word(word: str) -> str:
-    """``/usr/bin/python3.11`` → ``python``: the program, not its path or version."""
-    base = word.rsplit("/", 1)[-1]
-    stem = re.sub(r"[\d.]+$", "", base)
-    return stem if stem in _RUNNERS else base
-
-
 def _script_of_head(head: str) -> str:
     parts = head.split(" ")
     if len(parts) < 2 or not _runner(parts[0]):
         return ""
     arg = parts[1]
-    return arg if "." in arg.rsplit("/", 1)[-1] and _PATHISH.match(arg) else ""
+    return arg if "." in arg.rsplit("/", 1)[-1] and shell.PATHISH.match(arg) else ""
 
 
 def _runner(head: str) -> str:
-    word = _base_word(head.split(" ", 1)[0]) if head else ""
-    return word if word in _RUNNERS else ""
+    word = shell.program(head.split(" ", 1)[0]) if head else ""
+    return word if shell.is_interpreter(word) else ""
 
 
 def _script(action: str) -> str:
@@ -326,7 +299,7 @@ def _created_paths(turns: Iterable[TurnFacts]) -> dict[str, int]:
     created: dict[str, int] = {}
     seen: set[str] = set()
     for facts in turns:
-        in_place = bool(_IN_PLACE.search(first_line(facts.action, 400)))
+        in_place = shell.is_in_place_edit(first_line(facts.action, 400))
         made = [p for p, _ in heredoc_writes(facts.action)]
         for seg in (
             command_segments(facts.action)
@@ -349,13 +322,6 @@ def _remember_contents(facts: TurnFacts, contents: dict[str, str]) -> None:
         contents[path] = body
 
 
-def heredoc_writes(action: str) -> list[tuple[str, str]]:
-    """(path, content) of every ``cat <<'EOF' > path`` (or ``> path <<EOF``) in the action."""
-    out = [(m.group(3), m.group(4)) for m in _HEREDOC.finditer(action)]
-    out += [(m.group(1), m.group(4)) for m in _HEREDOC_TO.finditer(action)]
-    return out
-
-
 def step_of(
     facts: TurnFacts,
     failing_script: str,
@@ -370,15 +336,15 @@ def step_of(
     keys: list[Key] = []
     file_targets: list[str] = []
     for seg in command_segments(facts.action):
-        while seg and _ASSIGNMENT.match(seg[0]):
+        while seg and shell.is_assignment(seg[0]):
             keys.append(Key(f"set {seg[0]}"))
             seg = seg[1:]
         if not seg:
             continue
-        word = _base_word(seg[0])
+        word = shell.program(seg[0])
         if word in ("export", "set"):
-            keys.extend(Key(f"set {a}") for a in seg[1:] if _ASSIGNMENT.match(a))
-        elif word in _FILE_COMMANDS:
+            keys.extend(Key(f"set {a}") for a in seg[1:] if shell.is_assignment(a))
+        elif word in shell.FILE_COMMANDS:
             args = [a for a in seg[1:] if not a.startswith("-")]
             file_targets.extend(args)
             keys.append(Key(_command_key(seg, created, new=word in ("mkdir", "touch"))))
@@ -387,7 +353,7 @@ def step_of(
         elif _runner(word) and "-c" in seg[1:-1]:
             code = seg[seg.index("-c") + 1]
             keys.append(Key("run inline code", salient_tokens(code.splitlines())))
-        elif word in _EDIT_WORDS or word in _QUIET_COMMANDS or _TEST_SCRIPT.search(word):
+        elif word in shell.EDIT_WORDS or word in _QUIET_COMMANDS or _TEST_SCRIPT.search(word):
             continue  # edits are keyed by the files they wrote; test runs change nothing
         elif not is_read_only(" ".join(seg)):
             keys.append(Key(_command_key(seg, created)))
@@ -400,63 +366,6 @@ def step_of(
     if not keys and not skip_heads:  # a step nothing above describes (a tool call, prose)
         keys.append(Key(first_line(facts.action, MAX_KEY_CHARS)))
     return Step(facts.turn, tuple(dict.fromkeys(keys)))
-
-
-def command_segments(action: str) -> list[list[str]]:
-    """Token lists of every command the action runs: heredoc bodies left out, continued
-    lines joined, split at unquoted newlines, ``&&``, ``||``, ``;`` and pipes."""
-    text = _HEREDOC_BODY.sub(r"\1", canonical_command(action)).replace("\\\n", " ")
-    out: list[list[str]] = []
-    for line in _unquoted_lines(text):
-        if line.strip():
-            out.extend(_shell_segments(line.strip()))
-    return out
-
-
-def _shell_segments(line: str) -> list[list[str]]:
-    return [list(seg) for seg in _segments_of(line)]
-
-
-@lru_cache(maxsize=4096)
-def _segments_of(line: str) -> tuple[tuple[str, ...], ...]:
-    """The segments of a command line (pure, and asked again for the same actions)."""
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes: the words as they stand
-        tokens = line.split()
-    out: list[list[str]] = [[]]
-    for tok in tokens:
-        if tok and set(tok) <= set(";&|"):
-            out.append([])
-        else:
-            out[-1].append(tok)
-    return tuple(tuple(seg) for seg in out if seg)
-
-
-def _unquoted_lines(text: str) -> list[str]:
-    """``text`` split at newlines that are not inside quotes (``python -c "…"`` keeps its
-    code), with the newlines inside quotes kept as they are."""
-    return list(_unquoted_lines_of(text))
-
-
-@lru_cache(maxsize=4096)
-def _unquoted_lines_of(text: str) -> tuple[str, ...]:
-    lines: list[str] = []
-    quote = ""
-    start = 0
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote and text[i - 1] != "\\":
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "\n":
-            lines.append(text[start:i])
-            start = i + 1
-    lines.append(text[start:])
-    return tuple(lines)
 
 
 def _role(path: str, failing_script: str, created: dict[str, int]) -> str:
@@ -474,7 +383,7 @@ def _command_key(seg: list[str], created: dict[str, int], *, new: bool = False) 
     for tok in seg:
         if tok.startswith("-") and len(tok) > 1:
             continue  # flags: -p, -rf say how, not what
-        if out and _PATHISH.match(tok) and (new or any(same_path(tok, c) for c in created)):
+        if out and shell.PATHISH.match(tok) and (new or any(same_path(tok, c) for c in created)):
             out.append("<new file>")
         else:
             out.append(tok)
@@ -496,7 +405,7 @@ def _edit_tokens(action: str, contents: dict[str, str]) -> tuple[str, ...]:
             old_lines = [line.strip() for line in old.splitlines() if line.strip()]
             changed.extend(_moved_or_changed(old_lines, new_lines))
     else:
-        for m in _SED_SUBST.finditer(action):
+        for m in shell.SED_SUBST.finditer(action):
             changed.extend([m.group(2), m.group(3)])
         if not changed:
             changed = action.splitlines()[1:] or action.splitlines()

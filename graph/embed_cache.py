@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from trajgraph.graph.embedders import Embedder
-from trajgraph.settings import EmbedderSettings
+from trajgraph.settings import EmbedderSettings, cache_max_bytes
 from trajgraph.sqlite_store import SqliteStore
 
 MEMORY_ENTRIES = 20_000  # about 20-30 MiB of vectors at 256-384 dimensions
@@ -149,7 +149,11 @@ def cached_embedder(inner: Embedder, settings: EmbedderSettings) -> CachedEmbedd
     """``inner`` behind the cache the settings ask for: none when the cache is off."""
     if settings.cache_path is None:
         return inner
-    disk = VectorCache(settings.cache_path) if settings.kind in DISK_CACHED_KINDS else None
+    disk = (
+        VectorCache(settings.cache_path, max_bytes=cache_max_bytes(settings.cache_max_mb))
+        if settings.kind in DISK_CACHED_KINDS
+        else None
+    )
     # An OpenAI model's name does not say the `dimensions` it was asked for: the key does.
     openai_dim = settings.kind == "openai" and settings.dim
     space = f"{inner.name}|dimensions={settings.dim}" if openai_dim else None

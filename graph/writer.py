@@ -12,22 +12,19 @@ and skips it when it is the same, or replaces it whole (the last writer wins).
 Runners retry a failed bundle (Dataflow retries it, Flink restarts from its last checkpoint),
 so a write may run again after another part of the bundle reached the graph. That converges:
 every node and edge is MERGEd on a deterministic id, and a trajectory's content hash is stored
-by the last statement of its write (``complete``). The test setting TRAJGRAPH_TEST_WRITE_FAULT
-(never set by users) makes one write batch fail half-way to show it
-(tests/integration/pipelines/test_prism.py).
+by the last statement of its write (``complete``). tests/integration/pipelines/test_prism.py
+shows it with a writer subclass whose first write batch fails half-way.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import neo4j
 
-from trajgraph.errors import ConfigError, EmbedderMismatchError, GraphError
+from trajgraph.errors import ConfigError, EmbedderMismatchError
 from trajgraph.graph import cypher, schema
 from trajgraph.graph.connection import graph_errors, write_transaction
 from trajgraph.graph.rows import ROW_KINDS, GraphRows
@@ -45,9 +42,6 @@ STATEMENTS: dict[str, str] = {
     "complete": cypher.MARK_TRAJECTORIES_COMPLETE,
 }
 assert set(STATEMENTS) == set(ROW_KINDS)
-# The test fault strikes after this many statements of a batch's transaction (the lock and
-# the trajectories), which then rolls back: nothing of the batch reaches the graph.
-TEST_FAULT_AFTER_STATEMENTS = 2
 # Rows one write transaction holds at most (about 2.5 KB of Neo4j transaction memory each,
 # vectors included: 50,000 rows ~ 120 MiB of the 716 MiB a 1 GB heap allows by default). New
 # trajectories are grouped up to it; a trajectory bigger than it (some 3,000 turns) is
@@ -154,7 +148,6 @@ class GraphWriter:
         *,
         batch_size: int = 1000,
         skip_unchanged: bool = True,
-        test_fault: str | None = None,
         max_transaction_rows: int = MAX_TRANSACTION_ROWS,
     ) -> None:
         self._driver = driver
@@ -162,7 +155,6 @@ class GraphWriter:
         self._batch_size = max(1, batch_size)
         self._max_transaction_rows = max(1, max_transaction_rows)
         self._skip_unchanged = skip_unchanged
-        self._test_fault = test_fault  # a marker path (Neo4jSettings.test_write_fault)
         self._pending: list[GraphRows] = []
         self._pending_rows = 0
 
@@ -259,8 +251,6 @@ class GraphWriter:
             self._in_transaction(part)
             stats.statements += 1
             stats.rows += rows
-            if self._test_fault and stats.statements >= TEST_FAULT_AFTER_STATEMENTS:
-                _strike_once(self._test_fault, stats.statements)
         return stats
 
     def _statements(
@@ -321,8 +311,6 @@ class GraphWriter:
             tx.run(statement, params).consume()
             stats.statements += 1
             stats.rows += rows
-            if self._test_fault and stats.statements >= TEST_FAULT_AFTER_STATEMENTS:
-                _strike_once(self._test_fault, stats.statements)
         return stats
 
 
@@ -387,18 +375,3 @@ def _uids(tx: neo4j.ManagedTransaction, statement: str, trajectory_uids: list[st
     """The sorted uids a collect(DISTINCT ...) AS uids statement returns."""
     record = tx.run(statement, uids=trajectory_uids).single()
     return sorted(record["uids"]) if record else []
-
-
-def _strike_once(marker: str, statements: int) -> None:
-    """The test fault: the first write batch (of any process) to create ``marker`` fails here,
-    after ``statements`` statements of its transaction (rolled back); later ones find the
-    marker and go on."""
-    try:
-        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        return
-    logging.getLogger(__name__).warning("test fault: failing a write batch on purpose")
-    raise GraphError(
-        f"test fault (TRAJGRAPH_TEST_WRITE_FAULT): this write batch failed on purpose after "
-        f"{statements} statements"
-    )

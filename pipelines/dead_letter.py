@@ -61,7 +61,7 @@ def _unredacted_where(element: Any) -> tuple[str, str, str]:
         return str(metadata.path), "file", ""
     if isinstance(element, Located):
         return element.source, element.locator, str(element.trajectory.get("id", ""))
-    data = getattr(element, "data", None)  # a streamed line (pipelines.streaming.Line)
+    data = getattr(element, "data", None)  # a streamed line (pipelines.stream_transforms.Line)
     if isinstance(data, bytes) and hasattr(element, "source"):
         preview = data[:_UNREDACTED_CHARS].decode("utf-8", "replace")
         return str(element.source), str(getattr(element, "locator", "")), preview

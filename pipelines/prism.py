@@ -10,7 +10,7 @@ from GitHub; trajgraph always hands it one instead (``pipelines/runners.py`` add
 1. ``--prism_location`` on the command line (Beam's own flag; a path or URL);
 2. ``TRAJGRAPH_PRISM_LOCATION``;
 3. the build cache, ``~/.cache/trajgraph/prism/<beam version>/prism``, which
-   ``deploy/dev.sh setup`` (or ``deploy/dev.sh prism``) fills once with
+   ``deploy/dev.sh test`` (or ``deploy/dev.sh prism``) fills once with
    ``go install github.com/apache/beam/sdks/v2/go/cmd/prism@v<beam version>`` from the Go
    module proxy. When that build cannot run (no Go, no proxy), dev.sh writes the reason to
    ``UNAVAILABLE`` beside it, so the tests that need Prism skip naming what is missing.

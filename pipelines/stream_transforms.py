@@ -746,7 +746,6 @@ class WriteNewestVersionFn(beam.DoFn):
             self._driver,
             self._neo.database,
             batch_size=self._batch_size,
-            test_fault=self._neo.test_write_fault,
         )
 
     def process(self, keyed: tuple[str, GraphRows], written: Any = _WRITTEN_PARAM) -> None:

@@ -599,7 +599,6 @@ class WriteGraphFn(beam.DoFn):
             self._driver,
             self._neo.database,
             batch_size=self._batch_size,
-            test_fault=self._neo.test_write_fault,
         )
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajgraph-write")
         self._failed = threading.Event()

@@ -11,3 +11,9 @@ One subpackage per feature, each with a small public surface in its ``__init__``
 
 Front ends (CLI, HTTP, MCP, notebooks) use them through ``trajgraph.client.TrajGraph``.
 """
+
+from __future__ import annotations
+
+from trajgraph._stages import refuse_bare_name
+
+refuse_bare_name(__name__)  # loads only as trajgraph.queries (trajgraph/_stages.py)

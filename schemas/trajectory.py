@@ -1,19 +1,27 @@
-"""The canonical trajectory contract: JSON Schema file, typed views, matching Arrow schema."""
+"""The canonical trajectory contract: JSON Schema file, typed views, validation (the Arrow
+shape of Parquet files is schemas/parquet.py: only what reads or writes Parquet imports pyarrow).
+
+Validation runs the schema compiled into Python (fastjsonschema: a 2,000-turn trajectory in
+about 10 ms, where jsonschema took 90-180 ms); jsonschema, the reference implementation, runs
+only on a record the compiled one rejects, to word the error (and it decides: a record it
+finds valid is valid).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
-from typing import Any, TypedDict
-
-import jsonschema
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from trajgraph.errors import SchemaValidationError
 from trajgraph.schemas.field_hints import schema_hint
 from trajgraph.schemas.ids import id_problem
+
+if TYPE_CHECKING:
+    import jsonschema
 
 DEFAULT_TENANT = "default"
 
@@ -48,7 +56,18 @@ def json_schema() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
+def _compiled() -> Callable[[Any], Any]:
+    import fastjsonschema
+
+    # use_default=False: the instance is not changed (defaults are filled below, as before).
+    check: Callable[[Any], Any] = fastjsonschema.compile(json_schema(), use_default=False)
+    return check
+
+
+@lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
+    import jsonschema
+
     schema = json_schema()
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -64,7 +83,11 @@ def max_turn_idx() -> int:
 def validate(traj: dict[str, Any], *, locator: str = "") -> Trajectory:
     """Check one trajectory against the contract; fill defaults. Raises SchemaValidationError."""
     source = str(traj.get("source", "")) if isinstance(traj, dict) else ""
-    errors = sorted(_validator().iter_errors(traj), key=lambda e: list(e.absolute_path))
+    try:
+        _compiled()(traj)
+        errors = []
+    except Exception:  # JsonSchemaException, or any value it cannot handle: jsonschema decides
+        errors = sorted(_validator().iter_errors(traj), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
         path = "/".join(str(p) for p in first.absolute_path) or "(root)"
@@ -100,61 +123,3 @@ def validate(traj: dict[str, Any], *, locator: str = "") -> Trajectory:
     traj.setdefault("tenant", DEFAULT_TENANT)
     traj.setdefault("outcome", None)
     return traj  # type: ignore[return-value]
-
-
-TURN_ARROW_TYPE = pa.struct(
-    [
-        pa.field("idx", pa.int64(), nullable=False),
-        pa.field("action", pa.large_string(), nullable=False),
-        pa.field("observation", pa.large_string(), nullable=False),
-        pa.field("thought", pa.large_string()),
-        pa.field("reward", pa.float64()),
-        pa.field("timestamp", pa.string()),
-        pa.field("actor", pa.string()),
-    ]
-)
-
-# metadata is free-form JSON in the contract, so Arrow carries it as JSON text.
-ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),
-        pa.field("task", pa.large_string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("format", pa.string(), nullable=False),
-        pa.field("outcome", pa.string()),
-        pa.field("tenant", pa.string()),
-        pa.field("metadata", pa.large_string(), nullable=False),
-        pa.field("turns", pa.list_(TURN_ARROW_TYPE), nullable=False),
-    ]
-)
-
-TURN_FIELDS = tuple(f.name for f in TURN_ARROW_TYPE)
-
-
-def to_arrow(trajectories: list[Trajectory]) -> pa.Table:
-    rows = []
-    for t in trajectories:
-        row = dict(t)
-        row["metadata"] = json.dumps(t.get("metadata") or {}, sort_keys=True, ensure_ascii=False)
-        row["turns"] = [{k: turn.get(k) for k in TURN_FIELDS} for turn in t["turns"]]
-        row.setdefault("outcome", None)
-        row.setdefault("tenant", DEFAULT_TENANT)
-        rows.append(row)
-    return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)
-
-
-def from_arrow_row(row: dict[str, Any]) -> dict[str, Any]:
-    """One Arrow/Parquet row back to the JSON shape (metadata text decoded, null extras dropped)."""
-    out = dict(row)
-    meta = out.get("metadata")
-    if isinstance(meta, str):
-        out["metadata"] = json.loads(meta) if meta else {}
-    elif meta is None:
-        out["metadata"] = {}
-    if out.get("tenant") is None:
-        out.pop("tenant", None)
-    out["turns"] = [
-        {k: v for k, v in turn.items() if v is not None or k in ("action", "observation")}
-        for turn in (out.get("turns") or [])
-    ]
-    return out

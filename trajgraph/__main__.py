@@ -2,7 +2,7 @@
 
 import sys
 
-from trajgraph.cli import main
+from trajgraph.console import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -35,6 +35,7 @@ from trajgraph.auth import tenant_for
 from trajgraph.client import TrajGraph
 from trajgraph.errors import (
     UNEXPECTED,
+    ApiError,
     ConfigError,
     TrajgraphError,
     meaning,
@@ -72,12 +73,6 @@ log = logging.getLogger(__name__)
 MAX_ECHO_CHARS = 120  # of a caller's field name in a 422's message
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "error_response", "serve"]
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        self.status, self.code, self.message = status, code, message
-        super().__init__(message)
 
 
 class RetrieveBody(BaseModel):

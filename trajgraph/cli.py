@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajgraph import settings as settings_mod
 from trajgraph.errors import ConfigError, TrajgraphError, exit_code, meaning, one_line
+from trajgraph.printable import printable_stdout
 from trajgraph.queries.retrieval.base import MODES
 from trajgraph.redaction import install_log_redaction
-from trajgraph.schemas.ids import escape_unprintable, id_problem
+from trajgraph.schemas.ids import id_problem
 
 if TYPE_CHECKING:
     from trajgraph.client import TrajGraph
@@ -326,34 +326,6 @@ def _main(argv: list[str]) -> int:
         return 141
     except Exception as e:
         return fail(e)
-
-
-class _PrintableStream:
-    """A text stream that writes every unprintable character (trajgraph.schemas.ids:
-    control characters, separators, bidi overrides, lone surrogates) except newline and tab
-    as ``\\uXXXX``: logs are untrusted, and an ESC or CSI in a log must not drive the
-    terminal. JSON output stays valid (the escape is JSON's)."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        self._stream.write(escape_unprintable(text, keep="\n\t"))
-        return len(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def printable_stdout() -> Iterator[None]:
-    """sys.stdout escapes unprintable characters within the block."""
-    original = sys.stdout
-    sys.stdout = _PrintableStream(original)
-    try:
-        yield
-    finally:
-        sys.stdout = original
 
 
 def fail(e: BaseException) -> int:

@@ -14,7 +14,30 @@ from typing import Any, Literal
 
 from trajgraph.redaction import redact
 
-__all__ = ["redact"]  # re-exported: callers that redact text they print import it from here
+__all__ = [
+    "CONTRACT",
+    "ApiError",
+    "BusyError",
+    "ConfigError",
+    "EmbedderMismatchError",
+    "ExtractionError",
+    "GraphAuthError",
+    "GraphError",
+    "InputError",
+    "LLMError",
+    "LLMReplyError",
+    "Meaning",
+    "NotFoundError",
+    "RunnerError",
+    "SchemaValidationError",
+    "ServerError",
+    "TrajgraphError",
+    "exit_code",
+    "meaning",
+    "one_line",
+    "public_message",
+    "redact",  # re-exported: callers that redact text they print import it from here
+]
 
 
 class TrajgraphError(Exception):
@@ -136,6 +159,19 @@ class LLMReplyError(LLMError):
     schema, a refusal, or claims the evidence does not support. The message says which."""
 
 
+class ApiError(TrajgraphError):
+    """An answer of the HTTP API that is not one of the errors above (a missing key, a body
+    that names neither field, a request over its time): it carries its own status and code,
+    and its message is the caller's to read."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        self.status, self.code, self.message = status, code, message
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (args holds only the message)
+        return (type(self), (self.status, self.code, self.message))
+
+
 # -- what each error means to a caller ------------------------------------------------------------
 
 EXIT_OK = 0
@@ -200,7 +236,9 @@ UNEXPECTED = Meaning(Exception, "internal", 500, EXIT_FAILED, INTERNAL, log="tra
 
 
 def meaning(e: BaseException) -> Meaning:
-    """The row of CONTRACT for ``e`` (UNEXPECTED for anything not ours)."""
+    """The row of CONTRACT for ``e`` (UNEXPECTED for anything not ours); an ApiError's own."""
+    if isinstance(e, ApiError):
+        return Meaning(ApiError, e.code, e.status, EXIT_FAILED if e.status >= 500 else EXIT_CONFIG)
     for row in CONTRACT:
         if isinstance(e, row.kind):
             return row

@@ -12,7 +12,6 @@ graph staged for a remote runner holds no password.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -21,16 +20,16 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from trajgraph.errors import ConfigError, redact
+from trajgraph.hooks.protocol import hook_dir_of, tenant_of
 from trajgraph.redaction import remember_secrets
 
 T = TypeVar("T")
 
 DEFAULT_NEO4J_VERSION = "5.26.30"
 DEFAULT_NEO4J_PASSWORD = "trajgraph-local"
-# Test setting: the first graph write batch that creates this marker file fails after part of
-# it was written (graph/writer.py), to show that a runner's retry converges. Never set it
-# outside tests; a warning is logged when it is.
-TEST_WRITE_FAULT_VAR = "TRAJGRAPH_TEST_WRITE_FAULT"
+# Each on-disk cache (LLM extractions, embeddings) evicts its least recently used entries
+# beyond this size: about 1.5 million LLM windows' findings, or 600,000 vectors of 384 floats.
+DEFAULT_CACHE_MAX_MB = 1024
 
 
 class Secret(str):
@@ -77,8 +76,6 @@ class Neo4jSettings:
     user: str = "neo4j"
     password: str = field(default=DEFAULT_NEO4J_PASSWORD, repr=False)  # Beam logs DoFn reprs
     database: str = "neo4j"
-    # Test only (TRAJGRAPH_TEST_WRITE_FAULT): a marker file; see graph/writer.py.
-    test_write_fault: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +136,7 @@ class LLMSettings:
     max_output_tokens: int | None = None
     temperature: float | None = 0.0  # None: not sent (some reasoning models reject it)
     cache_path: Path | None = None  # None: no cache
+    cache_max_mb: int = DEFAULT_CACHE_MAX_MB  # 0: no cap (trajgraph/sqlite_store.py evicts)
     # Cap on one Retry-After / backoff sleep, so a hostile header cannot stall a job for hours.
     max_backoff_s: float = 60.0
 
@@ -167,6 +165,7 @@ class EmbedderSettings:
     batch_size: int = 64
     # Vectors of texts already embedded (per embedder and text hash); None: no disk cache.
     cache_path: Path | None = None
+    cache_max_mb: int = DEFAULT_CACHE_MAX_MB  # 0: no cap
     # Where the static embedder's derived token tables live (one per model file and size).
     static_dir: Path = field(default_factory=lambda: _default_home() / "static-embedder")
     # openai: server, key, timeout and retries (the model field is unused)
@@ -241,18 +240,11 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             env, "TRAJGRAPH_NEO4J_HTTP_PORT", _int(env, "TRAJGRAPH_NEO4J_PORT", port_from_uri) - 213
         ),
     )
-    fault = env.get(TEST_WRITE_FAULT_VAR) or None
-    if fault:
-        logging.getLogger(__name__).warning(
-            "%s is set: one graph write will fail on purpose (a test setting)",
-            TEST_WRITE_FAULT_VAR,
-        )
     neo = Neo4jSettings(
         uri=uri,
         user=uri_user or env.get("NEO4J_USER") or "neo4j",
         password=_neo4j_password(env, uri_password),
         database=env.get("NEO4J_DATABASE") or "neo4j",
-        test_write_fault=fault,
     )
     llm = _llm(env)
     budget = _int(env, "TRAJGRAPH_TOKEN_BUDGET", 2048)
@@ -265,7 +257,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         local_llm=_local_llm(env),
         embedder=_embedder(env, llm),
         api_keys=_api_keys(env.get("TRAJGRAPH_API_KEYS") or ""),
-        tenant=env.get("TRAJGRAPH_TENANT") or "default",
+        tenant=tenant_of(env),
         token_budget=budget,
         write_batch_size=_int(env, "TRAJGRAPH_WRITE_BATCH", 1000),
         prism_location=(
@@ -273,11 +265,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             if env.get("TRAJGRAPH_PRISM_LOCATION")
             else None
         ),
-        hook_dir=(
-            Path(env["TRAJGRAPH_HOOK_DIR"])
-            if env.get("TRAJGRAPH_HOOK_DIR")
-            else _default_home() / "hook"
-        ),
+        hook_dir=hook_dir_of(env),
         otlp_spool=(
             Path(env["TRAJGRAPH_OTLP_SPOOL"])
             if env.get("TRAJGRAPH_OTLP_SPOOL")
@@ -486,6 +474,7 @@ def _llm(env: Mapping[str, str]) -> LLMSettings:
             if cache
             else _default_home() / "llm-cache.sqlite3"
         ),
+        cache_max_mb=_cache_max_mb(env, "TRAJGRAPH_LLM_CACHE_MAX_MB"),
     )
     if llm.max_attempts < 1 or llm.concurrency < 1:
         raise ConfigError("TRAJGRAPH_LLM_MAX_ATTEMPTS and TRAJGRAPH_LLM_CONCURRENCY must be >= 1")
@@ -513,12 +502,25 @@ def _embedder(env: Mapping[str, str], llm: LLMSettings) -> EmbedderSettings:
         batch_size=_int(env, "TRAJGRAPH_EMBED_BATCH", 64),
         transport=transport,
         cache_path=_cache_path(env.get("TRAJGRAPH_EMBED_CACHE"), "embed-cache.sqlite3"),
+        cache_max_mb=_cache_max_mb(env, "TRAJGRAPH_EMBED_CACHE_MAX_MB"),
         static_dir=(
             Path(env["TRAJGRAPH_STATIC_TABLES"])
             if env.get("TRAJGRAPH_STATIC_TABLES")
             else _default_home() / "static-embedder"
         ),
     )
+
+
+def _cache_max_mb(env: Mapping[str, str], name: str) -> int:
+    mb = _int(env, name, DEFAULT_CACHE_MAX_MB)
+    if mb < 0:
+        raise ConfigError(f"{name} must be 0 (no cap) or a size in MB, got {mb}")
+    return mb
+
+
+def cache_max_bytes(max_mb: int) -> int | None:
+    """A cache's cap in bytes for trajgraph/sqlite_store.py (None: no cap)."""
+    return max_mb * 1024 * 1024 if max_mb else None
 
 
 def _cache_path(raw: str | None, default_name: str) -> Path | None:

@@ -13,7 +13,6 @@ from pathlib import PurePath
 from typing import Any
 
 from trajgraph.errors import InputError
-from trajgraph.schemas.trajectory import from_arrow_row
 
 FORMAT = "canonical"
 
@@ -243,7 +242,9 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
 
 
 def from_parquet_row(row: Any, *, source: str) -> list[dict[str, Any]]:
-    """One Parquet row written with ``schemas.trajectory.to_arrow``."""
+    """One Parquet row written with ``schemas.parquet.to_arrow``."""
+    from trajgraph.schemas.parquet import from_arrow_row  # pyarrow: only Parquet inputs pay
+
     if not isinstance(row, dict):
         raise InputError("Parquet row is not a record", source=source)
     try:

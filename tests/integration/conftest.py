@@ -116,7 +116,7 @@ def worker_pool() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def prism_binary(neo4j_settings: Settings) -> Path:
     """The Prism binary `trajgraph ingest --runner PrismRunner` would use (built once by
-    `bash deploy/dev.sh setup`); the test skips, naming what is missing, without one."""
+    `bash deploy/dev.sh test` or `prism`); the test skips, naming what is missing, without one."""
     try:
         return prism.find(neo4j_settings)
     except RunnerError as e:

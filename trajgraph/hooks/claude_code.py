@@ -33,8 +33,10 @@ from trajgraph.hooks.protocol import (
     MAX_MESSAGE_BYTES,
     SOCKET_NAME,
     STARTING_NAME,
+    hook_dir_of,
     open_private,
     private_dir,
+    tenant_of,
 )
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -93,10 +95,8 @@ def main(
     hook_dir: Path | None = None
     hook: dict[str, Any] = {}
     try:
-        from trajgraph import settings as settings_mod
-
-        settings = settings_mod.load()
-        hook_dir = settings.hook_dir
+        # Two settings, read as settings.load() reads them; the others are the server's.
+        hook_dir, tenant = hook_dir_of(os.environ), tenant_of(os.environ)
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 args, _ = build_parser(agent).parse_known_args(list(argv or []))
@@ -105,13 +105,15 @@ def main(
         hook = read_input(stdin or sys.stdin.buffer)
         request = {
             "agent": agent,
-            "tenant": args.tenant or settings.tenant,
+            "tenant": args.tenant or tenant,
             "decision": args.decision,
             "input": hook,
         }
         deadline = started + args.budget_ms / 1000
         if args.in_process:
-            reply = _in_process(settings, request, deadline)
+            from trajgraph import settings as settings_mod
+
+            reply = _in_process(settings_mod.load(), request, deadline)
         else:
             reply = _ask_server(hook_dir, request, deadline, start=not args.no_start)
         if reply.get("error"):

@@ -9,7 +9,7 @@ servers and Dataflow Runner v2 also take, against the DirectRunner, from the rea
 * ``--runner PrismRunner`` finds the binary without flags, and fails fast without one.
 
 The tests share one Prism job server (``--job_endpoint``) and one worker pool; without a
-Prism binary (``bash deploy/dev.sh setup`` builds it) they skip, naming what is missing.
+Prism binary (``bash deploy/dev.sh test`` or ``prism`` builds it) they skip, naming what is missing.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import random
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tests.integration.ingesting import Ingest, graph_rows_of
 from tests.paths import REPO
-from trajgraph.graph import cypher, governance
+from trajgraph.errors import GraphError
+from trajgraph.graph import cypher, governance, writer
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
 from trajgraph.pipelines import prism
@@ -297,6 +299,31 @@ def test_the_stream_writes_each_trajectorys_newest_version_whatever_the_order(
 # ------------------------------------------------------------------ retries
 
 
+class _FailingOnceWriter(writer.GraphWriter):
+    """The fault injected here: the first write batch (of any process) to create the marker
+    file fails after its first content statement (inside its transaction, which rolls back;
+    or, for a trajectory written in parts, after the first part); later ones find the marker
+    and go on."""
+
+    marker = ""
+
+    def _statements(self, todo: Any, orphans: Any) -> Iterator[Any]:
+        for item in super()._statements(todo, orphans):
+            yield item  # the caller runs the statement, then asks for the next one
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                continue
+            raise GraphError("test fault: this write batch failed on purpose half-way")
+
+
+def _arm_write_fault(monkeypatch: pytest.MonkeyPatch, marker: Path) -> None:
+    """Every GraphWriter made from now on (the write DoFns make theirs in ``setup``, in this
+    process: the DirectRunner and Prism's LOOPBACK workers) fails once, by ``marker``."""
+    faulty = type("FailingOnceWriter", (_FailingOnceWriter,), {"marker": str(marker)})
+    monkeypatch.setattr(writer, "GraphWriter", faulty)
+
+
 # When Prism fails the job, the LOOPBACK worker's data-plane thread trips over the closed stream.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
@@ -308,19 +335,17 @@ def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
     tenant: str,
     tmp_path: Path,
     prism_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The writer's test fault fails the first write batch half-way through its
+    """The injected write fault fails the first write batch half-way through its
     transaction: the run fails, and the batch left nothing behind (no trajectory without its
     hash); run again (as a runner retries), it converges to the clean graph, with no node or
     edge twice."""
     db = neo4j_settings.neo4j.database
     marker = tmp_path / "fault-fired"
-    faulty = dataclasses.replace(
-        neo4j_settings,
-        neo4j=dataclasses.replace(neo4j_settings.neo4j, test_write_fault=str(marker)),
-    )
+    _arm_write_fault(monkeypatch, marker)
     with pytest.raises(Exception, match="test fault"):
-        ingested(shared_dir, tenant=tenant, args=_prism(prism_endpoint), settings=faulty)
+        ingested(shared_dir, tenant=tenant, args=_prism(prism_endpoint))
     assert marker.exists()
     partial = _graph(driver, db, tenant)
     half_written = driver.execute_query(
@@ -331,7 +356,7 @@ def test_a_run_that_failed_half_way_through_a_write_converges_on_retry(
     assert half_written == 0  # the failed batch's transaction rolled back whole
     assert partial.digest != direct.graph.digest
 
-    s = ingested(shared_dir, tenant=tenant, args=_prism(prism_endpoint), settings=faulty).summary
+    s = ingested(shared_dir, tenant=tenant, args=_prism(prism_endpoint)).summary
     assert s.status == "ok" and s.ingested == direct.summary["ingested"]
     assert _graph(driver, db, tenant) == direct.graph
 
@@ -349,17 +374,23 @@ def _write_bundle(neo: Any, rows: Any) -> None:
 
 
 def test_a_write_bundle_retried_after_a_half_write_converges(
-    shared_dir: Path, driver: Any, neo4j_settings: Settings, tenant: str, tmp_path: Path
+    shared_dir: Path,
+    driver: Any,
+    neo4j_settings: Settings,
+    tenant: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Bundle-level: a runner retries the failed bundle with the same elements on a fresh
     DoFn; the graph then equals one written once, without the fault."""
     path = shared_dir / "swe-agent" / "pydicom__pydicom-1458.traj"
-    neo = dataclasses.replace(neo4j_settings.neo4j, test_write_fault=str(tmp_path / "fired"))
+    neo = neo4j_settings.neo4j
     db = neo.database
     clean = f"{tenant}-clean"
     try:
         _write_bundle(neo4j_settings.neo4j, graph_rows_of(path, clean))
         rows = graph_rows_of(path, tenant)
+        _arm_write_fault(monkeypatch, tmp_path / "fired")
         with pytest.raises(Exception, match="test fault"):
             _write_bundle(neo, rows)
         assert _graph(driver, db, tenant).labels == {}  # rolled back: nothing half-written

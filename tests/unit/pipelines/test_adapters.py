@@ -21,7 +21,8 @@ import pytest
 from trajgraph.errors import ConfigError, InputError
 from trajgraph.pipelines.adapters import FORMATS, OversizeRecord, normalize, split_records
 from trajgraph.pipelines.adapters.base import RawRecord
-from trajgraph.schemas.trajectory import to_arrow, validate
+from trajgraph.schemas.parquet import to_arrow
+from trajgraph.schemas.trajectory import validate
 
 SWE = "swe-agent/pydicom__pydicom-1458.traj"
 MINI = "mini-swe-agent/django__django-16255.traj.json"

@@ -10,7 +10,8 @@ from trajgraph.extractors import get_extractor
 from trajgraph.extractors.base import verbatim_violations
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.windows import build_windows
-from trajgraph.schemas.trajectory import ARROW_SCHEMA, TURN_ARROW_TYPE, json_schema
+from trajgraph.schemas.parquet import ARROW_SCHEMA, TURN_ARROW_TYPE
+from trajgraph.schemas.trajectory import json_schema
 
 
 def test_arrow_schema_matches_the_json_schema() -> None:

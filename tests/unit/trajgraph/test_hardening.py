@@ -38,6 +38,7 @@ from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import RawRecord, parse_json
 from trajgraph.pipelines.stream_transforms import Line, parse_event
 from trajgraph.pipelines.transforms import NormalizeTrajectories, choose_tenant
+from trajgraph.printable import PrintableStream
 from trajgraph.queries.sandbox import SandboxLimits, run_python, runner
 from trajgraph.schemas.ids import MAX_ID_CHARS, check_id, escape_unprintable, id_problem
 from trajgraph.schemas.trajectory import max_turn_idx, validate
@@ -529,7 +530,7 @@ def test_sandbox_code_in_a_retrieval_is_bounded_like_every_other_field() -> None
 
 def test_stdout_wrapper_passes_everything_else_through() -> None:
     buffer = io.StringIO()
-    wrapped = cli._PrintableStream(buffer)
+    wrapped = PrintableStream(buffer)
     assert wrapped.write("plain ✓\n") == len("plain ✓\n")
     wrapped.flush()
     assert buffer.getvalue() == "plain ✓\n"
