@@ -35,7 +35,7 @@ from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space_and_unstamped, space_mismatch
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
-from trajgraph.queries.retrieval import aggregates, router
+from trajgraph.queries.retrieval import aggregates, evidence_outline, router
 from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
 from trajgraph.queries.retrieval.context import build_context
 from trajgraph.queries.retrieval.lexical import TurnIndex
@@ -394,9 +394,10 @@ class _Run:
             return aggregates.state_changes(rows, a, b, question)
 
         wanted = decided.aggregates or aggregates.intents(question, named, phrases)
-        return aggregates.tables_for(
+        tables = aggregates.tables_for(
             index, question, named, phrases, wanted, graph_changes=graph_changes
         )
+        return tables + evidence_outline.outlines(index, question, named)
 
     def _turn_index(
         self, scope: dict[str, Any], fetched: dict[str, Any] | None = None
