@@ -16,8 +16,11 @@ person skimming it would write down (issue 34):
 
 ``wants_outline`` is the rule: no step named (a named step has its own view) and the question
 asks for a step ("which step", "at what point") or spans the run (progression, root cause,
-resolution, evidence, hurdles, approach). The outline is a ``Table`` like the aggregates, so
-the context's block share bounds it; it is built from the turns' own text, no model.
+resolution, evidence, hurdles, approach); or a step named and the question asks which step
+changed something by then ("at step 41, what is the last step when the validation logic was
+changed?"), with the outline up to the named step. The outline is a ``Table`` like the
+aggregates, so the context's block share bounds it; it is built from the turns' own text, no
+model.
 """
 
 from __future__ import annotations
@@ -37,8 +40,13 @@ ACTION_CHARS = 72
 OUTCOME_CHARS = 48
 
 _ASKS_STEP = re.compile(
-    r"\b(?:which|what)\s+(?:\w+\s+)?(?:step|turn|action)s?\b|\bat\s+what\s+point\b",
+    r"\b(?:which|what)\s+(?:\w+\s+){0,3}?(?:step|turn|action)s?\b|\bat\s+what\s+point\b",
     re.IGNORECASE,
+)
+# A question that names a step and asks when something was changed before it ("at step 41,
+# what is the last step when the validation logic was changed?"): the edits up to that step.
+_ASKS_CHANGE = re.compile(
+    r"\b(?:chang|modif|edit|implement|fix|introduc|updat|add)\w*\b", re.IGNORECASE
 )
 _SPANS_RUN = re.compile(
     r"\b(?:progression|progress(?:ed)?|overall|throughout|entire|whole\s+(?:run|session|task)"
@@ -70,7 +78,9 @@ _ARG_ORDER = ("command", "path", "file", "url", "query", "code", "step_index", "
 
 def wants_outline(question: str, anchors: Anchors) -> bool:
     if anchors.points or anchors.ranges:
-        return False
+        # A named step has its own view, unless the question asks which step changed
+        # something by then: the answer is another, earlier step.
+        return bool(_ASKS_STEP.search(question) and _ASKS_CHANGE.search(question))
     return bool(_ASKS_STEP.search(question) or _SPANS_RUN.search(question))
 
 
@@ -78,7 +88,12 @@ def outlines(index: TurnIndex, question: str, anchors: Anchors) -> list[Table]:
     """The outline of the question's scope when ``wants_outline``, else nothing."""
     if not wants_outline(question, anchors) or not index.turns:
         return []
-    lo, hi = anchors.scope() or (min(index.turns), max(index.turns))
+    lo, hi = min(index.turns), max(index.turns)
+    scope = anchors.scope()
+    if anchors.points or anchors.ranges:
+        hi = max(anchors.named)  # "at step 41, the last step when …": up to the named step
+    elif scope is not None:
+        lo, hi = scope
     table = outline(index, lo, hi)
     return [table] if table is not None else []
 

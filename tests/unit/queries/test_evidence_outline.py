@@ -53,6 +53,9 @@ def test_questions_that_span_the_run_or_ask_for_a_step_get_an_outline() -> None:
         "Which step caused the successful resolution of the issue?",
         "What was the progression from reproduction to the fix?",
         "What was the root cause and how was it resolved?",
+        "What was the last step where the approach changed from exploration to a fix?",
+        # a named step, and the question asks which earlier step changed something
+        "At step 41, what is the last step when the validation logic was changed?",
     ):
         assert wants_outline(q, find_anchors(q)), q
     for q in (
