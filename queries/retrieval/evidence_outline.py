@@ -29,11 +29,15 @@ import json
 import re
 
 from trajgraph.extractors.heuristic import error_lines
+from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.retrieval.aggregates import Table
 from trajgraph.queries.retrieval.anchors import Anchors
 from trajgraph.queries.retrieval.lexical import TurnIndex
 
-MAX_ROWS = 22  # ~20 tokens a row: within the context's share of one block at 2,000 tokens
+MAX_ROWS = 22  # ~20 tokens a row
+# Within the context's share of one block at a 2,000-token budget (context.ONE_BLOCK_SHARE),
+# which would otherwise cut the table's middle: rows of least priority go first.
+MAX_TOKENS = 480
 MIN_TURNS = 12  # a shorter run is shown whole by the passages anyway
 MIN_ROWS = 3  # edits and runs: fewer is not an outline
 ACTION_CHARS = 72
@@ -122,13 +126,19 @@ def outline(index: TurnIndex, lo: int, hi: int) -> Table | None:
     if sum(1 for p, _ in ranked if p > 0) < MIN_ROWS:
         return None
     ranked = [(p, t) for p, t in ranked if p > 0]
-    chosen = sorted(t for _, t in sorted(ranked, key=lambda pt: (-pt[0], pt[1]))[:MAX_ROWS])
-    rows = []
-    for t in chosen:
+    by_priority = [t for _, t in sorted(ranked, key=lambda pt: (-pt[0], pt[1]))[:MAX_ROWS]]
+    row: dict[int, str] = {}
+    for t in by_priority:
         action = compact_action(index.actions.get(t, ""))
         outcome = "" if kind[t] == 2 else _outcome(index.observations.get(t, ""))
-        rows.append(f"{t}: {action}" + (f" → {outcome}" if outcome else ""))
-    return Table(f"edits and runs of turns {lo}-{hi}", rows, chosen)
+        row[t] = f"{t}: {action}" + (f" → {outcome}" if outcome else "")
+    title = f"edits and runs of turns {lo}-{hi}"
+    while len(by_priority) > MIN_ROWS and (
+        count_tokens(Table(title, [row[t] for t in by_priority], []).render()) > MAX_TOKENS
+    ):
+        by_priority.pop()
+    chosen = sorted(by_priority)
+    return Table(title, [row[t] for t in chosen], chosen)
 
 
 def compact_action(action: str) -> str:
@@ -152,7 +162,7 @@ def compact_action(action: str) -> str:
                 if key == "command":
                     value = _CD_PREFIX.sub("", value)
                 elif key in ("path", "file"):
-                    value = "/".join(value.rstrip("/").split("/")[-3:])
+                    value = "/".join(value.rstrip("/").split("/")[-2:])
                 parts.append(value)
                 if len(" ".join(parts)) >= ACTION_CHARS:
                     break

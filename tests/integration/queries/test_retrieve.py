@@ -477,7 +477,7 @@ def test_a_question_about_the_whole_run_gets_its_edits_and_runs(
         budget_tokens=600,
     )
     assert "[edits and runs of turns 0-23]" in r.context
-    assert "22: str_replace_editor str_replace pkg/io/card.py" in r.context
+    assert "22: str_replace_editor str_replace io/card.py" in r.context
     assert "23: execute_bash python /w/repro.py → all 12 cases pass" in r.context
     assert "21: execute_bash python /w/repro.py → ValueError: quote lost at 65" in r.context
     assert r.context_tokens <= 600

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
+from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.retrieval.anchors import find_anchors
 from trajgraph.queries.retrieval.evidence_outline import (
     MAX_ROWS,
+    MAX_TOKENS,
     compact_action,
     outline,
     outlines,
@@ -70,9 +72,9 @@ def test_the_outline_lists_edits_and_runs_with_outcomes_not_views() -> None:
     assert table is not None
     assert table.turns == [10, 11, 13, 14]  # the views, the grep and the thought are left out
     rows = dict(r.split(": ", 1) for r in table.rows)
-    assert rows["10"] == "str_replace_editor create /w/repro.py"
+    assert rows["10"] == "str_replace_editor create w/repro.py"  # a path's last two parts
     assert rows["11"] == "execute_bash python /w/repro.py → ValueError: bad quote"
-    assert rows["13"] == "str_replace_editor str_replace pkg/io/card.py"  # no outcome for edits
+    assert rows["13"] == "str_replace_editor str_replace io/card.py"  # no outcome for edits
     assert rows["14"] == "execute_bash python /w/repro.py → all 12 cases passed"
 
 
@@ -115,3 +117,21 @@ def test_compact_action() -> None:
     )
     assert compact_action("cd /repo && pytest tests/test_x.py") == "pytest tests/test_x.py"
     assert len(compact_action("x" * 500)) <= 72
+
+
+def test_the_outline_fits_its_token_bound_dropping_its_least_wanted_rows() -> None:
+    turns = [
+        {
+            "idx": i,
+            "action": "sed -i " + " ".join(f"k{i}q{j}z" for j in range(12)),
+            "observation": "",
+        }
+        for i in range(20)
+    ] + [
+        {"idx": 20 + i, "action": f"python run_{i}.py", "observation": f"r{i} failed"}
+        for i in range(20)
+    ]
+    table = outline(TurnIndex.build(turns), 0, 39)
+    assert table is not None and count_tokens(table.render()) <= MAX_TOKENS
+    assert 3 <= len(table.rows) < MAX_ROWS
+    assert table.turns == list(range(len(table.rows)))  # the edits, first ones first
