@@ -185,31 +185,27 @@ def replay_lessons(
         (run, e) for run in runs for e in run.episodes if len(seen_in[e.signature] - {run.id}) >= 1
     ][: limit or None]
     tally = Tally()
-    for run, e in cases:
-        started = time.perf_counter()
+
+    def ask(run: Run, e: Episode, at: int) -> tuple[Any, list[tuple[Key, ...]]]:
+        """The answer about T's failing turn at ``at`` tokens, and its resolutions' keys."""
         answer = lessons(
             driver,
             database=database,
             tenant=tenant,
             trajectory=run.id,
             turn=e.failed_turns[0],
-            budget=budget,
+            budget=at,
         )
-        tally.seconds.append(time.perf_counter() - started)
         shown = next((s for s in answer.signatures if s["signature"] == e.signature), None)
-        candidates = [_keys(r["steps"]) for r in (shown or {}).get("resolutions", [])]
+        return answer, [_keys(r["steps"]) for r in (shown or {}).get("resolutions", [])]
+
+    for run, e in cases:
+        started = time.perf_counter()
+        answer, candidates = ask(run, e, budget)
+        tally.seconds.append(time.perf_counter() - started)
         _count(tally, e, candidates)
         if ceiling and e.resolved:
-            whole = lessons(
-                driver,
-                database=database,
-                tenant=tenant,
-                trajectory=run.id,
-                turn=e.failed_turns[0],
-                budget=MAX_BUDGET,
-            )
-            shown = next((s for s in whole.signatures if s["signature"] == e.signature), None)
-            every = [_keys(r["steps"]) for r in (shown or {}).get("resolutions", [])]
+            _, every = ask(run, e, MAX_BUDGET)
             tally.reachable += any(share_key_action(c, t_keys(e)) for c in every)
         if len(tally.examples) < 4 and candidates and e.resolved:
             tally.examples.append(f"{run.id} turn {e.failed_turns[0]}: {answer.text[:400]}")
