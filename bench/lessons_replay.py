@@ -26,7 +26,12 @@ line, packed into the same token budget; a returned turn is judged by its own ke
 (read in its run after that run's latest earlier failure) exactly like a resolution step.
 ``lessons`` latency is measured per call (p50/p95), BM25's too.
 
+With ``--ceiling`` each failure T got past is asked once more at the largest budget, every
+resolution shown: the share of them where some other run's resolution shares T's key action
+is what no ranking of the same answers can beat (hit@3's ceiling under these definitions).
+
     python -m bench.lessons_replay [--corpus DIR] [--budget 500] [--limit N] [--json]
+        [--ceiling]
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.lessons import lessons
-from trajgraph.queries.lessons.lookup import RERUN
+from trajgraph.queries.lessons.lookup import MAX_BUDGET, RERUN
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpora" / "swebench-django-mini-swe-agent"
@@ -96,6 +101,9 @@ class Tally:
     hits_unresolved: int = 0
     false_hints: int = 0
     hinted: int = 0  # failures with at least one false hint
+    # --ceiling: failures T got past for which any resolution of the whole answer (at the
+    # largest budget) shares T's key action: what no ranking of the same answers can beat
+    reachable: int = 0
     seconds: list[float] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
     by_signature: dict[str, list[int]] = field(default_factory=dict)  # failures, @1, @3
@@ -161,7 +169,13 @@ def judge(e: Episode, candidates: list[tuple[Key, ...]]) -> tuple[bool, bool, in
 
 
 def replay_lessons(
-    driver: neo4j.Driver, database: str, tenant: str, runs: list[Run], budget: int, limit: int
+    driver: neo4j.Driver,
+    database: str,
+    tenant: str,
+    runs: list[Run],
+    budget: int,
+    limit: int,
+    ceiling: bool = False,
 ) -> tuple[Tally, list[tuple[Run, Episode]]]:
     seen_in: dict[str, set[str]] = {}
     for run in runs:
@@ -171,20 +185,28 @@ def replay_lessons(
         (run, e) for run in runs for e in run.episodes if len(seen_in[e.signature] - {run.id}) >= 1
     ][: limit or None]
     tally = Tally()
-    for run, e in cases:
-        started = time.perf_counter()
+
+    def ask(run: Run, e: Episode, at: int) -> tuple[Any, list[tuple[Key, ...]]]:
+        """The answer about T's failing turn at ``at`` tokens, and its resolutions' keys."""
         answer = lessons(
             driver,
             database=database,
             tenant=tenant,
             trajectory=run.id,
             turn=e.failed_turns[0],
-            budget=budget,
+            budget=at,
         )
-        tally.seconds.append(time.perf_counter() - started)
         shown = next((s for s in answer.signatures if s["signature"] == e.signature), None)
-        candidates = [_keys(r["steps"]) for r in (shown or {}).get("resolutions", [])]
+        return answer, [_keys(r["steps"]) for r in (shown or {}).get("resolutions", [])]
+
+    for run, e in cases:
+        started = time.perf_counter()
+        answer, candidates = ask(run, e, budget)
+        tally.seconds.append(time.perf_counter() - started)
         _count(tally, e, candidates)
+        if ceiling and e.resolved:
+            _, every = ask(run, e, MAX_BUDGET)
+            tally.reachable += any(share_key_action(c, t_keys(e)) for c in every)
         if len(tally.examples) < 4 and candidates and e.resolved:
             tally.examples.append(f"{run.id} turn {e.failed_turns[0]}: {answer.text[:400]}")
     return tally, cases
@@ -417,6 +439,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=int, default=500, help="tokens of one answer")
     p.add_argument("--limit", type=int, default=0, help="at most N failures (0: all)")
     p.add_argument("--json", action="store_true", help="print the numbers as JSON too")
+    p.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also ask at the largest budget: how many fixes any ranking could put first",
+    )
     args = p.parse_args(argv)
     if not args.corpus.is_dir():
         print(f"corpus not found at {args.corpus}", file=sys.stderr)
@@ -433,7 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         runs = read_runs(args.corpus)
         oracle_s = time.perf_counter() - started
-        ours, cases = replay_lessons(driver, database, tenant, runs, args.budget, args.limit)
+        ours, cases = replay_lessons(
+            driver, database, tenant, runs, args.budget, args.limit, args.ceiling
+        )
         base = replay_bm25(runs, cases, args.budget)
         reminders = replay_remind(driver, database, tenant, runs)
         rows = [(f"lessons ({args.budget} tokens)", ours), (f"BM25 ({args.budget} tokens)", base)]
@@ -447,6 +476,14 @@ def main(argv: list[str] | None = None) -> int:
         print(table(rows))
         print("\n" + by_signature(ours, base))
         print(f"\nlessons latency: mean {statistics.mean(ours.seconds) * 1000:.0f} ms")
+        if args.ceiling:
+            best = ours.reachable + ours.hits_unresolved
+            print(
+                f"\nceiling ({MAX_BUDGET} tokens, every resolution shown): for "
+                f"{ours.reachable} of the {ours.resolved} failures T got past, some other "
+                f"run's resolution shares T's key action; no ranking of these answers can "
+                f"reach hit@3 above {_pct(best, ours.failures)} ({best} of {ours.failures})"
+            )
         print(
             f"\nremind rule failed_elsewhere: asked before {reminders.steps} steps taken with "
             f"a failure open; fired {reminders.fired} times, {reminders.confirmed} confirmed "

@@ -115,6 +115,10 @@ _ERROR_PHRASE = re.compile(
     r"|^Command execution failed\b"
     # What scripts print when they catch one: "An error occurred: Requested setting ...".
     r"|^An? (?:unexpected )?(?:error|exception) (?:occurred|was raised)\b"
+    # ... and what they print after their own context: "floatformat('0.00', 0) with error:
+    # Requested setting ...", "case 3 raised exception: ..." (not a format string's "{e}").
+    r"|\S\s+(?:with|raised|threw|gave|got|produced|returned) (?:an? )?(?:unexpected )?"
+    r"(?:error|exception)s?: (?![{%\"'])\S"
 )
 
 # --- test summaries and HTTP status ------------------------------------------------------------

@@ -9,7 +9,11 @@ Normalisation, version ``SIGNATURE_VERSION`` (change the version when a rule cha
 version is part of the node's uid, so signatures of two versions never mix):
 
 1. Wrapper prefixes that scripts and test runners print around an error are dropped
-   (``E   `` of pytest, ``An error occurred:``, ``Caught expected exception:``, ``Error:``).
+   (``E   `` of pytest, ``An error occurred:``, ``Caught expected exception:``, ``Error:``),
+   and so is a script's own context before the error it caught (``floatformat('0.00', 0)
+   with error: Requested setting X, …``, ``case 3 raised exception: …``), when what follows
+   the marker still says enough (rule 4): other runs share the error, not the script's
+   wrapper. ``wrapper`` returns that context, which the lessons keep beside the match.
 2. The exception class, when the line starts with one (``django.core.exceptions.
    ImproperlyConfigured: …``) or names one (``Subwidget 0 raised KeyError: 'id'``), is cut
    to its last component and split from the message.
@@ -34,7 +38,7 @@ from collections.abc import Iterable, Sequence
 
 from trajgraph.extractors.identifiers import truncate_words
 
-SIGNATURE_VERSION = 1
+SIGNATURE_VERSION = 2  # 2: a script's context before a caught error is dropped (rule 1)
 MAX_CHARS = 96  # the extractor cuts lines at 200 characters; class names take up to ~50
 MAX_LINE_CHARS = 2000  # of one input line: error lines longer than this are blobs
 
@@ -49,6 +53,14 @@ _PREFIX = re.compile(
     r"|Got (?:an? )?(?:unexpected |expected )?(?:[Ee]rror|[Ee]xception): ?"
     r")"
 )
+# 1b. a script's context before the error it caught, and the marker that ends it: "… with
+# error: ", "… raised an exception: ", "… failed with ValueError: " is rule 2's inside class.
+_INNER_MARKER = re.compile(
+    r"(?<=\S)\s+(?:with|raised|threw|gave|got|produced|returned) (?:an? )?(?:unexpected )?"
+    r"(?:error|exception)s?:\s+(?=\S)",
+    re.IGNORECASE,
+)
+_MODULE_PATH_END = re.compile(r"(?:[A-Za-z_]\w*\.)+$")  # django.core.exceptions. before a class
 # 2. the exception class: a dotted name whose last part is CamelCase (not ERROR, FAILED)
 _CLASS_AT_START = re.compile(r"^((?:[A-Za-z_]\w*\.){0,8}([A-Z][a-z0-9]\w*))(?::\s*|\s*$)")
 _CLASS_INSIDE = re.compile(
@@ -106,8 +118,7 @@ def signature(line: str) -> str | None:
     line = _SPACES.sub(" ", (line or "")[:MAX_LINE_CHARS]).strip()
     if not line:
         return None
-    line = _PREFIX.sub("", line, count=1).strip()
-    cls, message = _split_class(line)
+    cls, message = _split_class(_core(line)[1])
     message = normalize_message(message)
     if _specific(message):
         text = message
@@ -121,11 +132,35 @@ def signature(line: str) -> str | None:
 def quoted_values(line: str) -> tuple[str, ...]:
     """The quoted values a signature leaves out (``'psycopg2'`` of ``No module named
     'psycopg2'``): two errors with one signature and the same values are the same failure
-    in detail, which ranks their lessons first."""
-    _, message = _split_class(
-        _PREFIX.sub("", _SPACES.sub(" ", (line or "")[:MAX_LINE_CHARS]).strip())
-    )
+    in detail, which ranks their lessons first. A script's wrapper (rule 1) is not part of
+    the failure, so its values are not either."""
+    _, message = _split_class(_core(line)[1])
     return tuple(m.group()[1:-1] for m in _QUOTED.finditer(message))
+
+
+def wrapper(line: str) -> str:
+    """The context a script printed before the error it caught (rule 1), which the
+    signature leaves out: ``floatformat('0.00', 0)`` of ``floatformat('0.00', 0) with
+    error: Requested setting …``. Empty when the line has none."""
+    return _core(line)[0]
+
+
+def _core(line: str) -> tuple[str, str]:
+    """(wrapper, the error proper) of one line, rule 1: prefixes dropped, and a script's
+    context before an inner marker when the line has no exception class of its own and
+    what follows the marker is specific enough to sign alone."""
+    line = _PREFIX.sub("", _SPACES.sub(" ", (line or "")[:MAX_LINE_CHARS]).strip(), count=1)
+    line = line.strip()
+    cls, message = _split_class(line)
+    if cls:  # the class says where the error proper starts (rule 2)
+        at = line.rfind(cls, 0, len(line) - len(message))
+        return _MODULE_PATH_END.sub("", line[: max(at, 0)]).rstrip(" :-"), line
+    for m in _INNER_MARKER.finditer(line):
+        inner = _PREFIX.sub("", line[m.end() :], count=1).strip()
+        inner_cls, inner_message = _split_class(inner)
+        if inner_cls or _specific(normalize_message(inner_message)):
+            return line[: m.start()].strip(), inner
+    return "", line
 
 
 def _split_class(line: str) -> tuple[str, str]:
@@ -268,9 +303,7 @@ def typed_values(line: str, known: str) -> tuple[str, ...]:
     module named <q>``), quotes removed: what ``quoted_values`` would have read had the
     line been quoted as the logs quote it. Empty when the line does not follow the
     signature word for word (a signature cut at ``MAX_CHARS``, another placeholder)."""
-    cls, message = _split_class(
-        _PREFIX.sub("", _SPACES.sub(" ", (line or "")[:MAX_LINE_CHARS]).strip())
-    )
+    cls, message = _split_class(_core(line)[1])
     message = message.strip().rstrip(" .:,;")
     pattern = "(.+?)".join(re.escape(p) for p in _ANY_VALUE.split(known))
     for text in (message, f"{cls}: {message}"):  # signed as the message, or Class: message

@@ -36,6 +36,7 @@ from trajgraph.extractors.signatures import (
     quoted_values,
     signature,
     typed_values,
+    wrapper,
 )
 from trajgraph.graph import node_ids
 from trajgraph.graph.connection import graph_errors
@@ -124,6 +125,9 @@ class SignatureLessons:
     never_got_past: list[dict[str, Any]]  # trajectory, failed_turns, retried
     resolutions: list[ResolutionLesson]
     did_not_help: list[AttemptLesson]
+    # What the asked line printed around the shared failure (a script's own context before
+    # the error it caught): not matched on, shown so the answer says where it was asked.
+    asked_context: str = ""
 
 
 class Asked(NamedTuple):
@@ -409,6 +413,7 @@ def rank(
         never_got_past=never,
         resolutions=resolutions,
         did_not_help=did_not_help(episodes, resolved),
+        asked_context=wrapper(asked_line),
     )
 
 
@@ -516,6 +521,7 @@ def render(
                 "signature_uid": s.signature_uid,
                 "version": s.version,
                 "asked_error": s.asked_error,
+                "asked_context": s.asked_context,
                 "runs": s.runs,
                 "got_past": s.got_past,
                 **sections,
@@ -526,12 +532,15 @@ def render(
 
 def _head(s: SignatureLessons) -> str:
     n, ok = len(s.runs), len(s.got_past)
+    failure = f"Failure `{_cut(s.signature, 160)}`"
+    if s.asked_context:
+        failure += f" (asked after `{_cut(s.asked_context, 60)}`)"
     if not n:
-        return f"Failure `{_cut(s.signature, 160)}`: not seen in any other run."
+        return f"{failure}: not seen in any other run."
     runs = "run" if n == 1 else "runs"
     never = n - ok
     return (
-        f"Failure `{_cut(s.signature, 160)}`: seen in {n} other {runs}; {ok} got past it"
+        f"{failure}: seen in {n} other {runs}; {ok} got past it"
         + (f", {never} never did" if never else "")
         + "."
     )

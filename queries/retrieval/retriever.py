@@ -39,6 +39,7 @@ from trajgraph.queries.retrieval import (
     aggregates,
     caller_cypher,
     cypher,
+    evidence_outline,
     hops,
     keyword,
     router,
@@ -341,9 +342,10 @@ class Run:
             return aggregates.state_changes(rows, a, b, question)
 
         wanted = decided.aggregates or aggregates.intents(question, named, phrases)
-        return aggregates.tables_for(
+        tables = aggregates.tables_for(
             index, question, named, phrases, wanted, graph_changes=graph_changes
         )
+        return tables + evidence_outline.outlines(index, question, named)
 
     def turn_index(self, scope: dict[str, Any], fetched: dict[str, Any] | None = None) -> TurnIndex:
         """Every turn of the trajectory as scored lines, from the engine's cache while the

@@ -26,6 +26,7 @@ import pytest
 from tests.integration.ingesting import NO_MODELS, Ingest
 from trajgraph import cli
 from trajgraph.errors import GraphError
+from trajgraph.extractors.signatures import SIGNATURE_VERSION
 from trajgraph.queries import library
 from trajgraph.settings import Settings
 
@@ -539,7 +540,7 @@ def case_recurring_failures(lib: Lib) -> None:
         2,
         0,
     )
-    assert row["episodes"] == 2 and row["version"] == 1
+    assert row["episodes"] == 2 and row["version"] == SIGNATURE_VERSION
     # No timestamps in these logs: first and last seen fall back to run and turn order.
     assert (row["first_seen"]["trajectory"], row["first_seen"]["turn"]) == (DB, 0)
     assert (row["last_seen"]["trajectory"], row["last_seen"]["turn"]) == (PORT, 3)

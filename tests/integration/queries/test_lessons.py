@@ -176,6 +176,24 @@ def test_a_failure_typed_with_other_quotes_gets_the_same_lessons(corpus: Corpus)
     assert setting.signatures[0]["runs"] == sorted(run_id(n) for n in SETTINGS_RUNS)
 
 
+def test_a_failure_inside_a_scripts_wrapper_finds_the_runs_that_share_it(corpus: Corpus) -> None:
+    # Issue 34: a held-out run printed the error after its own context and got "No other
+    # run showed"; the shared part (the message) is matched, the wrapper kept as context.
+    wrapped = (
+        "floatformat('0.00', 0) with error: Requested setting USE_THOUSAND_SEPARATOR, but "
+        "settings are not configured. You must either define the environment variable "
+        "DJANGO_SETTINGS_MODULE or call settings.configure() before accessing settings."
+    )
+    answer = corpus.lessons(error=f"Testing floatformat\n{wrapped}\ndone", budget=600)
+    assert answer.unknown == [] and "No other run showed" not in answer.text
+    (sig,) = answer.signatures
+    assert sig["signature"].startswith(SETTINGS_SIG)
+    assert sig["runs"] == sorted(run_id(n) for n in SETTINGS_RUNS)
+    assert sig["asked_error"] == wrapped and sig["asked_context"] == "floatformat('0.00', 0)"
+    assert "asked after `floatformat('0.00', 0)`" in answer.text
+    assert sig["resolutions"] and "settings.configure" in answer.text
+
+
 def test_the_budget_bounds_the_answer(corpus: Corpus) -> None:
     sizes = []
     for budget in (80, 200, 600, 2000):

@@ -436,3 +436,56 @@ def test_aggregates_count_in_the_named_scope_and_changes_come_from_the_graph(
     )
     # The SUPERSEDES chain of (config.yaml, retries), with the turns that set each value.
     assert "config.yaml retries: 3 (0) → 5 (2)" in changed.context
+
+
+def _repair_run() -> dict[str, Any]:
+    """A long repair run in a tool-call log: reads, a script that fails, the fix, the pass."""
+
+    def call(tool: str, **args: str) -> str:
+        return f"{tool}: {json.dumps(args)}"
+
+    turns = [
+        (call("str_replace_editor", command="view", path=f"/w/repo/pkg/mod{i}.py"), f"line {i}")
+        for i in range(20)
+    ]
+    turns += [
+        (call("str_replace_editor", command="create", path="/w/repro.py"), "File created"),
+        (
+            call("execute_bash", command="cd /w/repo && python /w/repro.py"),
+            "Traceback (most recent call last):\n  File x\nValueError: quote lost at 65\n",
+        ),
+        (call("str_replace_editor", command="str_replace", path="/w/repo/pkg/io/card.py"), ""),
+        (call("execute_bash", command="cd /w/repo && python /w/repro.py"), "all 12 cases pass"),
+    ]
+    return {
+        "id": "repair-outline",
+        "task": "Fix the lost quote in pkg/io/card.py",
+        "turns": [{"idx": i, "action": a, "observation": o} for i, (a, o) in enumerate(turns)],
+    }
+
+
+def test_a_question_about_the_whole_run_gets_its_edits_and_runs(
+    ingested: Ingest, engine: Retriever
+) -> None:
+    # Issue 34: "which step caused the resolution?" names no step; the outline of the run's
+    # edits and runs, with outcomes, says which edit came before the passing run.
+    run = ingested(_repair_run())
+    r = engine.retrieve(
+        "Which step caused the successful resolution of the quote issue?",
+        tenant=run.tenant,
+        trajectory="repair-outline",
+        budget_tokens=600,
+    )
+    assert "[edits and runs of turns 0-23]" in r.context
+    assert "22: str_replace_editor str_replace io/card.py" in r.context
+    assert "23: execute_bash python /w/repro.py → all 12 cases pass" in r.context
+    assert "21: execute_bash python /w/repro.py → ValueError: quote lost at 65" in r.context
+    assert r.context_tokens <= 600
+    # A question about one named step gets no outline.
+    named = engine.retrieve(
+        "At step 21, what error did the script raise?",
+        tenant=run.tenant,
+        trajectory="repair-outline",
+        budget_tokens=600,
+    )
+    assert "[edits and runs" not in named.context

@@ -18,6 +18,7 @@ from trajgraph.extractors.signatures import (
     quoted_values,
     signature,
     typed_values,
+    wrapper,
 )
 from trajgraph.graph.lesson_rows import full_error_line
 from trajgraph.pipelines.windows import Window
@@ -68,6 +69,18 @@ SAME = [
     (  # pytest's E lines
         "E       AssertionError: expected port=8080, got port=8077",
         "AssertionError: expected port=9000, got port=9001",
+    ),
+    (  # a script's own context before the error it caught (issue 34's held-out line)
+        "floatformat('0.00', 0) with error: Requested setting USE_THOUSAND_SEPARATOR, but "
+        "settings are not configured. You must either define the environment variable "
+        "DJANGO_SETTINGS_MODULE or call settings.configure() before accessing settings.",
+        "django.core.exceptions.ImproperlyConfigured: Requested setting INSTALLED_APPS, but "
+        "settings are not configured. You must either define the environment variable "
+        "DJANGO_SETTINGS_MODULE or call settings.configure() before accessing settings.",
+    ),
+    (  # the context, then the class and message
+        "case 3 (value=1.5) raised exception: ModuleNotFoundError: No module named 'psycopg2'",
+        "ModuleNotFoundError: No module named 'reproduce_app'",
     ),
 ]
 
@@ -145,6 +158,26 @@ def test_truncated_and_full_line_share_the_signature() -> None:
     for cut in (200, 180, 170):
         assert signature(full[:cut]) == signature(full), cut
     assert len(signature(full) or "") <= MAX_CHARS
+
+
+def test_the_wrapper_is_kept_as_context_and_out_of_the_signature() -> None:
+    line = SAME[-2][0]
+    assert wrapper(line) == "floatformat('0.00', 0)"
+    assert quoted_values(line) == ()  # '0.00' is the script's, not the failure's
+    assert wrapper("Subwidget 0 raised KeyError: 'id'") == "Subwidget 0 raised"
+    assert wrapper("django.core.exceptions.ImproperlyConfigured: Requested setting X") == ""
+    assert wrapper("ModuleNotFoundError: No module named 'x'") == ""
+    # Too little after the marker to be a failure of its own: the line signs whole.
+    assert signature("Test 4 failed with error: 5") == "Test <n> failed with error: <n>"
+    assert wrapper("Test 4 failed with error: 5") == ""
+
+
+def test_a_caught_error_printed_after_its_context_is_an_error_line() -> None:
+    line = SAME[-2][0]
+    obs = f"Testing floatformat\n{line}\ndone"
+    assert [full_error_line(obs, v) for v in error_lines(obs)] == [line]
+    # The script's own source, shown by cat, prints it from a format string: not a failure.
+    assert error_lines('    print(f"floatformat({v!r}) with error: {e}")') == []
 
 
 def test_quoted_values() -> None:
