@@ -65,6 +65,12 @@ MAX_TRANSACTION_ROWS = 50_000
 
 def ensure_schema(driver: neo4j.Driver, database: str) -> None:
     with graph_errors("creating constraints and indexes"):
+        now = driver.execute_query(
+            cypher.FULLTEXT_INDEXES_NOW, names=list(cypher.FULLTEXT_PROPERTIES), database_=database
+        ).records
+        for r in now:
+            if sorted(r["properties"]) != sorted(cypher.FULLTEXT_PROPERTIES[r["name"]]):
+                driver.execute_query(cypher.DROP_FULLTEXT[r["name"]], database_=database)
         for statement in (*cypher.SCHEMA, *cypher.FULLTEXT):
             driver.execute_query(statement, database_=database)
 

@@ -35,10 +35,18 @@ from trajgraph.graph.connection import graph_errors
 from trajgraph.graph.embedders import Embedder, dimension
 from trajgraph.graph.writer import embedding_space_and_unstamped, space_mismatch
 from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
-from trajgraph.queries.retrieval import aggregates, router
+from trajgraph.queries.retrieval import aggregates, router, scoped_keyword
 from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
 from trajgraph.queries.retrieval.context import build_context
 from trajgraph.queries.retrieval.lexical import TurnIndex
+from trajgraph.queries.retrieval.trajectory_graph import (
+    SEEDS_TURNS_AND_EDGES,
+    TRAJECTORY_EDGES,
+    VERSIONED_SIMILARITY,
+    VERSIONED_SIMILARITY_AND_EDGES,
+    GraphCache,
+    TrajectoryGraph,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -156,6 +164,13 @@ class Retriever:
         # they were built from: a question about the same trajectory version reuses them.
         self._turns: OrderedDict[str, tuple[str, TurnIndex]] = OrderedDict()
         self._turns_lock = threading.Lock()
+        # Whether the full-text indexes can be asked about one trajectory (they hold its uid:
+        # queries/retrieval/scoped_keyword.py), as last checked; None: not checked yet.
+        self._fulltext_scoped: bool | None = None
+        self._fulltext_checked = 0.0
+        # Trajectories' CAUSES/ASSOCIATED edges by content hash: the graph tool walks them
+        # without a round trip per hop (queries/retrieval/trajectory_graph.py).
+        self.graphs = GraphCache()
 
     def retrieve(
         self,
@@ -228,6 +243,19 @@ class Retriever:
         """Whether anything was embedded (and so the vector indexes exist)."""
         return self._space_ok
 
+    def fulltext_scoped(self, session: neo4j.Session) -> bool:
+        """Whether keyword search can be scoped to a trajectory inside the index (rechecked
+        like the embedding space: a migration by ``ensure_schema`` makes it so)."""
+        scoped = self._fulltext_scoped
+        if scoped is None or time.monotonic() - self._fulltext_checked > SPACE_RECHECK_S:
+            query = neo4j.Query(cast("LiteralString", scoped_keyword.FULLTEXT_SCOPED))
+            names = list(scoped_keyword.TEXT_FIELDS)
+            with graph_errors("checking the full-text indexes"):
+                rows = session.run(query, names=names, field=scoped_keyword.SCOPE_FIELD).data()
+            scoped = len(rows) == len(names) and all(r["scoped"] for r in rows)
+            self._fulltext_scoped, self._fulltext_checked = scoped, time.monotonic()
+        return scoped
+
     def cached_version(self, tuid: str) -> str | None:
         with self._turns_lock:
             hit = self._turns.get(tuid)
@@ -266,6 +294,12 @@ class _Run:
         self._turn_text: dict[str, tuple[str, str]] = {}  # turn uid -> (action, observation)
         self._states: dict[str, tuple[str, str, str]] = {}  # uid -> (subject, attribute, value)
         self._similar: dict[int, float] = {}  # turn -> similarity to the question
+        self._tuid: str | None = None
+        # The trajectory's content hash as the seeds read it (None: not read, or being
+        # rewritten), and its edges once the graph tool needs them.
+        self._version: str | None = None
+        self._exists = False  # the seeds' query found the trajectory
+        self._edges: TrajectoryGraph | None = None
 
     def go(
         self,
@@ -280,6 +314,7 @@ class _Run:
         cypher_query: str | None,
     ) -> Retrieval:
         tuid = ids.trajectory_uid(tenant, trajectory) if trajectory else None
+        self._tuid = tuid
         found: dict[str, Evidence] = {}
         counts: dict[str, Any] = {}
         tools: list[str] = []
@@ -301,7 +336,13 @@ class _Run:
         )
         if mode in ("auto", "embedding", "graph"):
             if self._vectors:
-                index = self._seeds(question, scope, k, found, whole=whole) or index
+                # Will the graph be walked? Then the seeds' query brings the edges along.
+                walks = mode == "graph" or (
+                    mode == "auto"
+                    and self._llm is None
+                    and "graph" in router.rule_route(question, has_trajectory=True).tools
+                )
+                index = self._seeds(question, scope, k, found, whole=whole, edges=walks) or index
                 tools.append("embedding")
             else:
                 # Ingested with --embedder none: full-text hits stand in for similarity seeds.
@@ -315,6 +356,7 @@ class _Run:
             tuid
             and index is None
             and not found
+            and not self._exists
             and not self._read(cypher.TRAJECTORY_EXISTS, tuid=tuid)
         ):
             raise NotFoundError("trajectory", trajectory or "", tenant=tenant)
@@ -476,6 +518,7 @@ class _Run:
         k: int,
         found: dict[str, Evidence],
         whole: bool = False,
+        edges: bool = False,
     ) -> TurnIndex | None:
         """The top-k similar states and turns; with ``whole`` (a trajectory read as a whole)
         also every turn's similarity, kept for ranking lines, and the trajectory's turns."""
@@ -488,9 +531,11 @@ class _Run:
             "k": k,
         }
         index = None
+        if scope["tuid"] and edges:
+            near["known_edges"] = self._engine.graphs.version(scope["tuid"])
         if scope["tuid"] and whole:
             got = self._read(
-                cypher.TRAJECTORY_SEEDS_AND_TURNS,
+                SEEDS_TURNS_AND_EDGES if edges else cypher.TRAJECTORY_SEEDS_AND_TURNS,
                 tuid=scope["tuid"],
                 known=self._engine.cached_version(scope["tuid"]),
                 **near,
@@ -499,9 +544,15 @@ class _Run:
                 raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
             rows = got[0]["top"]
             self._similar = {int(idx): float(score) for idx, score in got[0]["turns"]}
+            self._version, self._exists = got[0]["content_hash"], True
             index = self._turn_index(scope, got[0])
         elif scope["tuid"]:
-            rows = self._read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], **near)
+            query = VERSIONED_SIMILARITY_AND_EDGES if edges else VERSIONED_SIMILARITY
+            got = self._read(query, tuid=scope["tuid"], **near)
+            if not got:
+                raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
+            rows = got[0]["top"]
+            self._version, self._exists = got[0]["content_hash"], True
         else:
             rows = []
             for vector_index in cypher.VECTOR_INDEXES:
@@ -521,6 +572,10 @@ class _Run:
                     fetch = min(fetch * 10, VECTOR_FETCH_MAX)
                 rows += got
             rows = sorted(rows, key=lambda r: -r["score"])[:k]
+        if scope["tuid"] and got[0].get("edges") is not None:
+            self._edges = TrajectoryGraph(got[0]["edges"])
+            if self._version:
+                self._engine.graphs.put(scope["tuid"], self._version, self._edges)
         for r in rows:
             _add(found, r["uid"], "seed", f"seed (similarity {r['score']:.2f})", r["score"])
         return index
@@ -574,17 +629,12 @@ class _Run:
             if direction == "history":
                 self._history(seeds, found)
                 continue
-            query = (
-                cypher.CAUSES_UPSTREAM_HOP
-                if direction == "upstream"
-                else cypher.CAUSES_DOWNSTREAM_HOP
-            )
             seen = set(seeds)
             frontier = list(seeds)
             for hop in range(1, depth + 1):
                 if not frontier:
                     break
-                rows = self._read(query, uids=frontier[:FRONTIER_CAP])
+                rows = self._hop(direction, frontier[:FRONTIER_CAP])
                 nxt = []
                 for r in rows:
                     if r["uid"] in seen:
@@ -594,8 +644,36 @@ class _Run:
                     why = f"hop {hop} {direction}" + (f": {r['reason']}" if r["reason"] else "")
                     _add(found, r["uid"], source, why, 1.0 / (hop + 1))
                 frontier = nxt
-        for r in self._read(cypher.ASSOCIATED_HOP, uids=list(seeds)[:FRONTIER_CAP]):
+        for r in self._hop("associated", list(seeds)[:FRONTIER_CAP]):
             _add(found, r["uid"], "assoc", "associated with a seed", 0.3)
+
+    def _hop(self, direction: str, uids: list[str]) -> list[dict[str, Any]]:
+        """One hop from ``uids``: from the trajectory's cached edges when the question is
+        about one trajectory whose version the seeds read, else one query."""
+        graph = self._trajectory_edges()
+        if graph is not None:
+            return graph.hop(uids, direction)
+        query = {
+            "upstream": cypher.CAUSES_UPSTREAM_HOP,
+            "downstream": cypher.CAUSES_DOWNSTREAM_HOP,
+            "associated": cypher.ASSOCIATED_HOP,
+        }[direction]
+        return self._read(query, uids=uids)
+
+    def _trajectory_edges(self) -> TrajectoryGraph | None:
+        if self._tuid is None or not self._version:
+            return None  # tenant-wide, or a version being written: hop by hop
+        if self._edges is None:
+            cache = self._engine.graphs
+            self._edges = cache.get(self._tuid, self._version)
+            if self._edges is None:
+                got = self._read(TRAJECTORY_EDGES, tuid=self._tuid)
+                if not got:
+                    return None  # deleted since the seeds were read
+                self._edges = TrajectoryGraph(got[0]["edges"])
+                if got[0]["content_hash"] == self._version:
+                    cache.put(self._tuid, self._version, self._edges)
+        return self._edges
 
     def _history(self, seeds: Sequence[str], found: dict[str, Evidence]) -> None:
         for r in self._read(cypher.STATE_HISTORY, uids=list(seeds)[:FRONTIER_CAP]):
@@ -616,8 +694,16 @@ class _Run:
         query = lucene_query(question, identifiers)
         if query:
             hits: list[dict[str, Any]] = []
-            for index in ("turn_text", "state_text"):
-                hits += self._fulltext(index, query, scope, k)
+            if scope["tuid"] and self._engine.fulltext_scoped(self._session):
+                hits = self._read(
+                    scoped_keyword.TRAJECTORY_FULLTEXT_HITS,
+                    turn_query=scoped_keyword.scoped_query("turn_text", query, scope["tuid"]),
+                    state_query=scoped_keyword.scoped_query("state_text", query, scope["tuid"]),
+                    fetch=FULLTEXT_FETCH,
+                )
+            else:
+                for index in ("turn_text", "state_text"):
+                    hits += self._fulltext(index, query, scope, k)
             per_trajectory: dict[str, int] = {}
             for h in hits:
                 per_trajectory[h["trajectory_id"]] = per_trajectory.get(h["trajectory_id"], 0) + 1
@@ -626,13 +712,21 @@ class _Run:
             for h in sorted(hits, key=lambda h: -h["score"])[:k]:
                 _add(found, h["uid"], "keyword", f"keyword hit ({h['score']:.2f})", h["score"])
         for name in identifiers:
-            rows = self._read(
-                cypher.IDENTIFIER_TURNS,
-                tenant=scope["tenant"],
-                name=name,
-                trajectory=scope["trajectory"],
-                limit=1000,
-            )
+            if scope["tuid"]:
+                rows = self._read(
+                    scoped_keyword.TRAJECTORY_IDENTIFIER_TURNS,
+                    tuid=scope["tuid"],
+                    name=name,
+                    limit=1000,
+                )
+            else:
+                rows = self._read(
+                    cypher.IDENTIFIER_TURNS,
+                    tenant=scope["tenant"],
+                    name=name,
+                    trajectory=None,
+                    limit=1000,
+                )
             if not rows and scope["tuid"]:
                 rows = self._read(
                     cypher.TURNS_CONTAINING, tuid=scope["tuid"], text=name, limit=1000
@@ -646,7 +740,8 @@ class _Run:
         self, index: str, query: str, scope: dict[str, Any], k: int
     ) -> list[dict[str, Any]]:
         """Hits in this tenant (and trajectory). The index is shared by all tenants, so when
-        other tenants' hits fill a fetch and fewer than ``k`` of ours are in it, fetch more."""
+        other tenants' hits fill a fetch and fewer than ``k`` of ours are in it, fetch more.
+        (A trajectory's hits are asked of the index directly where it can: ``_keyword``.)"""
         fetch = FULLTEXT_FETCH
         while True:
             (row,) = self._read(
