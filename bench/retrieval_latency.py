@@ -170,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         embedder = HashEmbedder(args.dim)
         ensure_embedding_space(driver, neo.database, embedder.name, args.dim)
         engine = Retriever(driver, database=neo.database, embedder=embedder)
+        # Keyword search as it was before issue 36 (the tenant's full-text hits ranked first,
+        # then filtered to the trajectory), for the side-by-side row.
+        tenant_wide = Retriever(driver, database=neo.database, embedder=embedder)
+        setattr(tenant_wide, "fulltext_scoped", lambda session: False)  # noqa: B010
         index, ids = 0, []
         for size in sorted(args.sizes):
             t0 = time.perf_counter()
@@ -184,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
             )
 
             def q(
-                mode: str, question: str, scoped: bool = True, pool: list[str] = ids, **kw: Any
+                mode: str,
+                question: str,
+                scoped: bool = True,
+                pool: list[str] = ids,
+                engine: Retriever = engine,
+                **kw: Any,
             ) -> Callable[[], Any]:
                 return lambda: engine.retrieve(
                     question,
@@ -199,8 +208,16 @@ def main(argv: list[str] | None = None) -> int:
                 "embedding (tenant, vector index)": q("embedding", "why did the test fail", False),
                 "embedding + graph depth 3": q("graph", "why did the test fail", depth=3),
                 "keyword (one trajectory)": q("keyword", "AssertionError test_case"),
+                "keyword, tenant-wide full-text (before)": q(
+                    "keyword", "AssertionError test_case", engine=tenant_wide
+                ),
                 "code (count over turns)": q("code", "How many times did the agent run pytest?"),
                 "auto (why → graph)": q("auto", "Why did the test fail?"),
+                # A trajectory asked about again: its lines and edges come from the caches.
+                "depth 3, same trajectory again": q(
+                    "graph", "why did the test fail", pool=ids[:1], depth=3
+                ),
+                "auto, same trajectory again": q("auto", "Why did the test fail?", pool=ids[:1]),
             }
             for name, fn in cases.items():
                 _time(fn, 10)  # warm caches and plans

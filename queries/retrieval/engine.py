@@ -747,7 +747,7 @@ class _Run:
             (row,) = self._read(
                 cypher.FULLTEXT_HITS,
                 index=index,
-                query=query,
+                query=scoped_keyword.text_query(index, query),
                 fetch=fetch,
                 tenant=scope["tenant"],
                 trajectory=scope["trajectory"],

@@ -31,14 +31,19 @@ SCOPE_FIELD = "trajectory_uid"
 _UID = re.compile(r"tr_[0-9a-f]{32}")
 
 
+def text_query(index: str, query: str) -> str:
+    """``query`` over the text fields of ``index`` by name: unnamed, Lucene would also match
+    its words against the uid field (and count a clause more per term and field)."""
+    return " ".join(f"{f}:({query})" for f in TEXT_FIELDS[index])
+
+
 def scoped_query(index: str, query: str, tuid: str) -> str:
     """``query`` (a Lucene query of terms and phrases, its special characters escaped, as
     engine.lucene_query builds it) over the text fields of ``index``, restricted to the
     trajectory ``tuid`` by a clause that adds nothing to the score."""
     if not _UID.fullmatch(tuid):
         raise ValueError(f"not a trajectory uid: {tuid!r}")
-    fields = " ".join(f"{f}:({query})" for f in TEXT_FIELDS[index])
-    return f"+{SCOPE_FIELD}:{tuid}^0 +({fields})"
+    return f"+{SCOPE_FIELD}:{tuid}^0 +({text_query(index, query)})"
 
 
 # Hits of one trajectory in both indexes, in one round trip: turns, then states, each best
