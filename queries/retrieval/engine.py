@@ -39,6 +39,7 @@ from trajgraph.queries.retrieval import aggregates, router, scoped_keyword
 from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
 from trajgraph.queries.retrieval.context import build_context
 from trajgraph.queries.retrieval.lexical import TurnIndex
+from trajgraph.queries.retrieval.tenant_similarity import BOTH_VECTOR_INDEXES
 from trajgraph.queries.retrieval.trajectory_graph import (
     SEEDS_TURNS_AND_EDGES,
     TRAJECTORY_EDGES,
@@ -554,11 +555,17 @@ class _Run:
             rows = got[0]["top"]
             self._version, self._exists = got[0]["content_hash"], True
         else:
+            # Both indexes in one round trip; one that other tenants' nodes crowd out of the
+            # over-fetch is asked again below with a larger fetch (up to the cap).
+            first = min(k * FETCH_FACTOR, VECTOR_FETCH_MAX)
+            both = self._read(BOTH_VECTOR_INDEXES, fetch=first, tenant=scope["tenant"], **near)
             rows = []
             for vector_index in cypher.VECTOR_INDEXES:
-                # The index spans tenants: when other tenants' nodes crowd ours out of the
-                # over-fetch, fetch more (up to the cap) before settling for fewer than k.
-                fetch = min(k * FETCH_FACTOR, VECTOR_FETCH_MAX)
+                got = [r for r in both if r["index"] == vector_index]
+                if len(got) >= k or first >= VECTOR_FETCH_MAX:
+                    rows += got
+                    continue
+                fetch = min(first * 10, VECTOR_FETCH_MAX)
                 while True:
                     got = self._read(
                         cypher.VECTOR_TOP_K,

@@ -126,3 +126,30 @@ def test_the_graph_walk_over_cached_edges_finds_what_one_query_per_hop_finds(
     assert len(statements) > 2
     assert _hits(hop_by_hop) == _hits(first)
     assert hop_by_hop.context == first.context
+
+
+def test_tenant_wide_similarity_asks_both_indexes_once_and_keeps_to_the_tenant(
+    driver: Any,
+    neo4j_settings: Settings,
+    corpus: str,
+    ingested: Ingest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    small = ingested(retries_log("alone")).tenant  # crowded out by the corpus's nodes
+    engine = _engine(driver, neo4j_settings)
+    statements: list[str] = []
+    read = engine_mod._Run._read
+
+    def counting(self: Any, statement: str, **params: Any) -> list[dict[str, Any]]:
+        statements.append(statement)
+        return read(self, statement, **params)
+
+    monkeypatch.setattr(engine_mod._Run, "_read", counting)
+    wide = engine.retrieve("Why did the test fail?", tenant=corpus, mode="embedding", k=8)
+    # Seeds from both indexes in one statement, then the found nodes.
+    assert len(statements) == 2 and len(wide.items) == 8
+    statements.clear()
+    mine = engine.retrieve("Why did the test fail?", tenant=small, mode="embedding", k=8)
+    assert mine.items and {e.trajectory_id for e in mine.items} == {"alone"}
+    # Its own nodes fill k only with a larger fetch, asked of each index alone.
+    assert len(statements) > 2
