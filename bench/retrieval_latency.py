@@ -235,12 +235,12 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(
-        f"\n{'nodes':>9}  {'mode':<34}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}"
+        f"\n{'nodes':>9}  {'mode':<42}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}"
         f"{'db hits':>10}{'queries':>8}"
     )
     for nodes, name, samples, (hits, queries) in results:
         print(
-            f"{nodes:>9}  {name:<34}{statistics.median(samples):>8.1f}"
+            f"{nodes:>9}  {name:<42}{statistics.median(samples):>8.1f}"
             f"{_pct(samples, 95):>8.1f}{_pct(samples, 99):>8.1f}{hits:>10}{queries:>8}"
         )
     print(
