@@ -13,12 +13,18 @@ is measured separately and printed, to add to the embedding modes.
 
     python -m bench.retrieval_latency [--sizes 100000 1000000] [--queries 200] [--port 7697]
 
+Besides the times, each mode's question is asked once more with every statement of the engine
+run under ``PROFILE``: the db hits it summed over its queries and the number of round trips
+are printed beside the times, so how a mode's cost grows with the graph is visible (a mode
+whose db hits grow with the tenant, not with the trajectory, is the one to fix).
+
 Goal: p95 <= 50 ms for embedding + depth-3 graph at 1 M nodes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import random
@@ -26,10 +32,11 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import neo4j
 import numpy as np
 
 from bench.write_path import synthetic_trajectory
@@ -42,6 +49,7 @@ from trajgraph.graph.embedders import HashEmbedder, LocalEmbedder
 from trajgraph.graph.rows import build_rows, content_hash
 from trajgraph.graph.writer import GraphWriter, ensure_embedding_space, ensure_schema
 from trajgraph.pipelines.windows import build_windows
+from trajgraph.queries.retrieval import retriever as retriever_mod
 from trajgraph.queries.retrieval.retriever import Retriever
 
 TENANT = "bench"
@@ -100,6 +108,31 @@ def _time(fn: Callable[[], Any], n: int) -> list[float]:
     return out
 
 
+def _db_hits(plan: Any) -> int:
+    return int(plan.get("dbHits", 0)) + sum(_db_hits(c) for c in plan.get("children") or [])
+
+
+@contextlib.contextmanager
+def _profiled(tally: list[int]) -> Iterator[None]:
+    """Every statement the engine runs, under PROFILE: ``tally`` gets [db hits, queries]."""
+    original = retriever_mod.Run.read
+
+    def read(self: Any, statement: str, **params: Any) -> list[dict[str, Any]]:
+        query = neo4j.Query(cast("Any", "PROFILE " + statement))
+        result = self.session.run(query, params)
+        rows = result.data()
+        profile = result.consume().profile
+        tally[0] += _db_hits(profile or {})
+        tally[1] += 1
+        return cast("list[dict[str, Any]]", rows)
+
+    retriever_mod.Run.read = read  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        retriever_mod.Run.read = original  # type: ignore[method-assign]
+
+
 def _pct(samples: list[float], p: float) -> float:
     s = sorted(samples)
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
@@ -131,12 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
     local_server.start(neo, local, log=lambda m: print(m, flush=True))
     driver = open_driver(neo)
-    results: list[tuple[int, str, list[float]]] = []
+    results: list[tuple[int, str, list[float], list[int]]] = []
     try:
         ensure_schema(driver, neo.database)
         embedder = HashEmbedder(args.dim)
         ensure_embedding_space(driver, neo.database, embedder.name, args.dim)
         engine = Retriever(driver, database=neo.database, embedder=embedder)
+        # Keyword search as it was before issue 36 (the tenant's full-text hits ranked first,
+        # then filtered to the trajectory), for the side-by-side row.
+        tenant_wide = Retriever(driver, database=neo.database, embedder=embedder)
+        setattr(tenant_wide, "fulltext_scoped", lambda session: False)  # noqa: B010
         index, ids = 0, []
         for size in sorted(args.sizes):
             t0 = time.perf_counter()
@@ -151,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
             )
 
             def q(
-                mode: str, question: str, scoped: bool = True, pool: list[str] = ids, **kw: Any
+                mode: str,
+                question: str,
+                scoped: bool = True,
+                pool: list[str] = ids,
+                engine: Retriever = engine,
+                **kw: Any,
             ) -> Callable[[], Any]:
                 return lambda: engine.retrieve(
                     question,
@@ -166,12 +208,24 @@ def main(argv: list[str] | None = None) -> int:
                 "embedding (tenant, vector index)": q("embedding", "why did the test fail", False),
                 "embedding + graph depth 3": q("graph", "why did the test fail", depth=3),
                 "keyword (one trajectory)": q("keyword", "AssertionError test_case"),
+                "keyword, tenant-wide full-text (before)": q(
+                    "keyword", "AssertionError test_case", engine=tenant_wide
+                ),
                 "code (count over turns)": q("code", "How many times did the agent run pytest?"),
                 "auto (why → graph)": q("auto", "Why did the test fail?"),
+                # A trajectory asked about again: its lines and edges come from the caches.
+                "depth 3, same trajectory again": q(
+                    "graph", "why did the test fail", pool=ids[:1], depth=3
+                ),
+                "auto, same trajectory again": q("auto", "Why did the test fail?", pool=ids[:1]),
             }
             for name, fn in cases.items():
                 _time(fn, 10)  # warm caches and plans
-                results.append((nodes, name, _time(fn, args.queries)))
+                samples = _time(fn, args.queries)
+                tally = [0, 0]
+                with _profiled(tally):
+                    fn()  # one more question (another trajectory), its plans profiled
+                results.append((nodes, name, samples, tally))
         local_model = LocalEmbedder()
         local_model.embed(["warm up"])
         minilm = _time(lambda: local_model.embed(["Why did the test fail?"]), 50)
@@ -180,18 +234,21 @@ def main(argv: list[str] | None = None) -> int:
         local_server.stop(local)
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"\n{'nodes':>9}  {'mode':<34}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}")
-    for nodes, name, samples in results:
+    print(
+        f"\n{'nodes':>9}  {'mode':<42}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}"
+        f"{'db hits':>10}{'queries':>8}"
+    )
+    for nodes, name, samples, (hits, queries) in results:
         print(
-            f"{nodes:>9}  {name:<34}{statistics.median(samples):>8.1f}"
-            f"{_pct(samples, 95):>8.1f}{_pct(samples, 99):>8.1f}"
+            f"{nodes:>9}  {name:<42}{statistics.median(samples):>8.1f}"
+            f"{_pct(samples, 95):>8.1f}{_pct(samples, 99):>8.1f}{hits:>10}{queries:>8}"
         )
     print(
         f"\nlocal MiniLM question embedding: p50 {statistics.median(minilm):.1f} ms, "
         f"p95 {_pct(minilm, 95):.1f} ms (add to the embedding modes with TRAJGRAPH_EMBEDDER=local)"
     )
-    largest = max(n for n, _, _ in results)
-    graph = [s for n, name, s in results if n == largest and name == "embedding + graph depth 3"]
+    largest = max(n for n, _, _, _ in results)
+    graph = [s for n, name, s, _ in results if n == largest and name == "embedding + graph depth 3"]
     p95 = _pct(graph[0], 95)
     print(
         f"goal: embedding + depth-3 graph p95 <= {GOAL_MS:.0f} ms at {largest} nodes: "

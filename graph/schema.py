@@ -35,9 +35,25 @@ SCHEMA: tuple[str, ...] = (
 )
 
 # Full-text search over what people and agents type into questions: state descriptions and
-# values, and the verbatim action/observation text of turns.
+# values, and the verbatim action/observation text of turns. Each also holds the node's
+# trajectory_uid, so a question about one trajectory is asked of that trajectory's postings
+# (queries/retrieval/scoped_keyword.py) instead of ranking the whole tenant first.
 FULLTEXT: tuple[str, ...] = (
     "CREATE FULLTEXT INDEX state_text IF NOT EXISTS "
-    "FOR (n:State) ON EACH [n.text, n.subject, n.value]",
-    "CREATE FULLTEXT INDEX turn_text IF NOT EXISTS FOR (n:Turn) ON EACH [n.action, n.observation]",
+    "FOR (n:State) ON EACH [n.text, n.subject, n.value, n.trajectory_uid]",
+    "CREATE FULLTEXT INDEX turn_text IF NOT EXISTS "
+    "FOR (n:Turn) ON EACH [n.action, n.observation, n.trajectory_uid]",
 )
+FULLTEXT_PROPERTIES: dict[str, list[str]] = {
+    "state_text": ["text", "subject", "value", "trajectory_uid"],
+    "turn_text": ["action", "observation", "trajectory_uid"],
+}
+# An index made before trajectory_uid was in it is dropped and made again (IF NOT EXISTS
+# would keep the old one): its population runs in the background, as at first creation.
+FULLTEXT_INDEXES_NOW = """
+SHOW FULLTEXT INDEXES YIELD name, properties WHERE name IN $names RETURN name, properties
+"""
+DROP_FULLTEXT: dict[str, str] = {
+    "state_text": "DROP INDEX state_text IF EXISTS",
+    "turn_text": "DROP INDEX turn_text IF EXISTS",
+}

@@ -52,6 +52,12 @@ MAX_TRANSACTION_ROWS = 50_000
 
 def ensure_schema(driver: neo4j.Driver, database: str) -> None:
     with graph_errors("creating constraints and indexes"):
+        now = driver.execute_query(
+            schema.FULLTEXT_INDEXES_NOW, names=list(schema.FULLTEXT_PROPERTIES), database_=database
+        ).records
+        for r in now:
+            if sorted(r["properties"]) != sorted(schema.FULLTEXT_PROPERTIES[r["name"]]):
+                driver.execute_query(schema.DROP_FULLTEXT[r["name"]], database_=database)
         for statement in (*schema.SCHEMA, *schema.FULLTEXT):
             driver.execute_query(statement, database_=database)
 

@@ -36,10 +36,17 @@ WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
 ORDER BY score DESC
 """
 
+# One trajectory's top-k with its version (the content hash): no row when the trajectory is
+# not there, so a good question needs no existence check either.
 TRAJECTORY_SIMILARITY = (
-    _SCORED_IN_TRAJECTORY
+    """
+MATCH (tr:Trajectory {uid: $tuid})
+CALL (tr) {"""
+    + _SCORED_IN_TRAJECTORY
     + """LIMIT $k
-RETURN n.uid AS uid, score
+  RETURN collect({uid: n.uid, score: score}) AS top
+}
+RETURN tr.content_hash AS content_hash, top
 """
 )
 
@@ -63,6 +70,101 @@ RETURN tr.content_hash AS content_hash, ranked[0..$k] AS top,
             } END AS text
 """
 )
+
+# Every CAUSES and ASSOCIATED edge leaving a node of the trajectory, as {a, type, b, reason}:
+# such an edge lies inside one trajectory (the merge writes them per trajectory), so the graph
+# tool reads them once per version and walks them in Python (trajectory_graph.py).
+_EDGES = """COLLECT {
+  CALL () {
+    MATCH (n:Turn {trajectory_uid: $tuid})-[r:CAUSES|ASSOCIATED]->(m) RETURN n, r, m
+    UNION ALL
+    MATCH (n:State {trajectory_uid: $tuid})-[r:CAUSES|ASSOCIATED]->(m) RETURN n, r, m
+    UNION ALL
+    MATCH (n:Object {trajectory_uid: $tuid})-[r:CAUSES|ASSOCIATED]->(m) RETURN n, r, m
+  }
+  RETURN {a: n.uid, type: type(r), b: m.uid, reason: r.reason} AS edge
+}"""
+
+# The edges with the version they belong to, read in the same statement, so the cache never
+# files one version's edges under another's hash.
+TRAJECTORY_EDGES = (
+    """
+MATCH (tr:Trajectory {uid: $tuid})
+RETURN tr.content_hash AS content_hash, """
+    + _EDGES
+    + """ AS edges
+"""
+)
+
+# When the question will walk the graph, the seeds' query brings the edges along (unless the
+# cache holds that version, $known_edges): a cold trajectory costs no extra round trip.
+_EDGES_COLUMN = (
+    """,
+       CASE WHEN tr.content_hash IS NOT NULL AND tr.content_hash = $known_edges THEN null
+            ELSE """
+    + _EDGES
+    + """ END AS edges
+"""
+)
+TRAJECTORY_SIMILARITY_AND_EDGES = TRAJECTORY_SIMILARITY.rstrip() + _EDGES_COLUMN
+TRAJECTORY_SEEDS_TURNS_AND_EDGES = TRAJECTORY_SEEDS_AND_TURNS.rstrip() + _EDGES_COLUMN
+
+# Similarity seeds across a tenant, both vector indexes in one round trip. The indexes span
+# tenants and cannot pre-filter, so each is over-fetched and filtered as VECTOR_TOP_K does;
+# the index of each row is returned, so one whose over-fetch other tenants crowded out can
+# be asked again alone with a larger fetch.
+BOTH_VECTOR_INDEXES = """
+CALL () {
+  CALL db.index.vector.queryNodes('state_embedding', $fetch, $vector) YIELD node, score
+  WITH node, score
+  WHERE node.tenant = $tenant AND coalesce(node.embedded_with, $unstamped) = $model
+  RETURN 'state_embedding' AS index, node.uid AS uid, score
+  ORDER BY score DESC
+  LIMIT $k
+  UNION ALL
+  CALL db.index.vector.queryNodes('turn_embedding', $fetch, $vector) YIELD node, score
+  WITH node, score
+  WHERE node.tenant = $tenant AND coalesce(node.embedded_with, $unstamped) = $model
+  RETURN 'turn_embedding' AS index, node.uid AS uid, score
+  ORDER BY score DESC
+  LIMIT $k
+}
+RETURN index, uid, score
+"""
+
+# Hits of one trajectory in both full-text indexes, in one round trip (scoped_keyword.py
+# builds the queries: the trajectory's uid is a required clause that scores nothing).
+TRAJECTORY_FULLTEXT_HITS = """
+CALL () {
+  CALL db.index.fulltext.queryNodes('turn_text', $turn_query, {limit: $fetch})
+  YIELD node, score
+  RETURN node, score
+  UNION ALL
+  CALL db.index.fulltext.queryNodes('state_text', $state_query, {limit: $fetch})
+  YIELD node, score
+  RETURN node, score
+}
+RETURN node.uid AS uid, node.trajectory_id AS trajectory_id, score
+"""
+
+# Whether both full-text indexes hold the scope field and answer (ONLINE): else keyword
+# search asks the tenant-wide way.
+FULLTEXT_SCOPED = """
+SHOW FULLTEXT INDEXES YIELD name, properties, state
+WHERE name IN $names
+RETURN name, $field IN properties AND state = 'ONLINE' AS scoped
+"""
+
+# An identifier the extractor made an object of, in one trajectory: seeks that trajectory's
+# objects (object_trajectory), not every object of that name in the tenant.
+TRAJECTORY_IDENTIFIER_TURNS = """
+MATCH (o:Object {trajectory_uid: $tuid})
+WHERE o.name = $name
+MATCH (o)-[:MENTIONED_IN]->(t:Turn)
+RETURN o.uid AS object_uid, o.trajectory_id AS trajectory_id, t.uid AS uid, t.idx AS turn
+ORDER BY turn
+LIMIT $limit
+"""
 
 _SEEDS = """
 UNWIND $uids AS uid

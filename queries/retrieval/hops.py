@@ -1,6 +1,7 @@
 """Graph hops from the seeds: breadth-first over CAUSES, upstream for "why" and downstream for
 "effects", up to ``depth`` hops, plus ASSOCIATED one hop and each state's SUPERSEDES history
-(the current value is the state nothing supersedes).
+(the current value is the state nothing supersedes). Inside one trajectory a hop walks its
+edges in memory (``Run.hop``, trajectory_graph.py); across a tenant, one query per hop.
 """
 
 from __future__ import annotations
@@ -29,15 +30,12 @@ def graph(
         if direction == "history":
             history(run, seeds, found)
             continue
-        query = (
-            cypher.CAUSES_UPSTREAM_HOP if direction == "upstream" else cypher.CAUSES_DOWNSTREAM_HOP
-        )
         seen = set(seeds)
         frontier = list(seeds)
         for hop in range(1, depth + 1):
             if not frontier:
                 break
-            rows = run.read(query, uids=frontier[:FRONTIER_CAP])
+            rows = run.hop(direction, frontier[:FRONTIER_CAP])
             nxt = []
             for r in rows:
                 if r["uid"] in seen:
@@ -47,7 +45,7 @@ def graph(
                 why = f"hop {hop} {direction}" + (f": {r['reason']}" if r["reason"] else "")
                 add(found, r["uid"], source, why, 1.0 / (hop + 1))
             frontier = nxt
-    for r in run.read(cypher.ASSOCIATED_HOP, uids=list(seeds)[:FRONTIER_CAP]):
+    for r in run.hop("associated", list(seeds)[:FRONTIER_CAP]):
         add(found, r["uid"], "assoc", "associated with a seed", 0.3)
 
 

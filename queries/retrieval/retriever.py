@@ -43,6 +43,7 @@ from trajgraph.queries.retrieval import (
     hops,
     keyword,
     router,
+    scoped_keyword,
     seeds,
 )
 from trajgraph.queries.retrieval import code as code_tool
@@ -58,6 +59,7 @@ from trajgraph.queries.retrieval.base import (
 )
 from trajgraph.queries.retrieval.context import build_context, render_context
 from trajgraph.queries.retrieval.lexical import TurnIndex
+from trajgraph.queries.retrieval.trajectory_graph import GraphCache, TrajectoryGraph
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -99,6 +101,13 @@ class Retriever:
         # they were built from: a question about the same trajectory version reuses them.
         self._turns: OrderedDict[str, tuple[str, TurnIndex]] = OrderedDict()
         self._turns_lock = threading.Lock()
+        # Whether the full-text indexes can be asked about one trajectory (they hold its uid:
+        # scoped_keyword.py), as last checked; None: not checked yet.
+        self._fulltext_scoped: bool | None = None
+        self._fulltext_checked = 0.0
+        # Trajectories' CAUSES/ASSOCIATED edges by content hash: the graph tool walks them
+        # without a round trip per hop (trajectory_graph.py).
+        self.graphs = GraphCache()
 
     def retrieve(
         self,
@@ -171,6 +180,19 @@ class Retriever:
         """Whether anything was embedded (and so the vector indexes exist)."""
         return self._space_ok
 
+    def fulltext_scoped(self, session: neo4j.Session) -> bool:
+        """Whether keyword search can be scoped to a trajectory inside the index (rechecked
+        like the embedding space: a migration by ``ensure_schema`` makes it so)."""
+        scoped = self._fulltext_scoped
+        if scoped is None or time.monotonic() - self._fulltext_checked > SPACE_RECHECK_S:
+            query = neo4j.Query(cast("LiteralString", cypher.FULLTEXT_SCOPED))
+            names = list(scoped_keyword.TEXT_FIELDS)
+            with graph_errors("checking the full-text indexes"):
+                rows = session.run(query, names=names, field=scoped_keyword.SCOPE_FIELD).data()
+            scoped = len(rows) == len(names) and all(r["scoped"] for r in rows)
+            self._fulltext_scoped, self._fulltext_checked = scoped, time.monotonic()
+        return scoped
+
     def cached_version(self, tuid: str) -> str | None:
         with self._turns_lock:
             hit = self._turns.get(tuid)
@@ -209,6 +231,12 @@ class Run:
         self._turn_text: dict[str, tuple[str, str]] = {}  # turn uid -> (action, observation)
         self._states: dict[str, tuple[str, str, str]] = {}  # uid -> (subject, attribute, value)
         self.similar: dict[int, float] = {}  # turn -> similarity to the question
+        self.tuid: str | None = None
+        # The trajectory's content hash as the seeds read it (None: not read, or being
+        # rewritten), whether they found it, and its edges once the graph tool needs them.
+        self.version: str | None = None
+        self.exists = False
+        self.edges: TrajectoryGraph | None = None
 
     def go(
         self,
@@ -223,6 +251,7 @@ class Run:
         cypher_query: str | None,
     ) -> Retrieval:
         tuid = node_ids.trajectory_uid(tenant, trajectory) if trajectory else None
+        self.tuid = tuid
         found: dict[str, Evidence] = {}
         counts: dict[str, Any] = {}
         tools: list[str] = []
@@ -244,7 +273,16 @@ class Run:
         )
         if mode in ("auto", "embedding", "graph"):
             if self._vectors:
-                index = seeds.similar(self, question, scope, k, found, whole=whole) or index
+                # Will the graph be walked? Then the seeds' query brings the edges along.
+                walks = mode == "graph" or (
+                    mode == "auto"
+                    and self._llm is None
+                    and "graph" in router.rule_route(question, has_trajectory=True).tools
+                )
+                index = (
+                    seeds.similar(self, question, scope, k, found, whole=whole, edges=walks)
+                    or index
+                )
                 tools.append("embedding")
             else:
                 # Ingested with --embedder none: full-text hits stand in for similarity seeds.
@@ -258,6 +296,7 @@ class Run:
             tuid
             and index is None
             and not found
+            and not self.exists
             and not self.read(cypher.TRAJECTORY_EXISTS, tuid=tuid)
         ):
             raise NotFoundError("trajectory", trajectory or "", tenant=tenant)
@@ -459,6 +498,36 @@ class Run:
             (e for e in found.values() if e.kind != "pending"),
             key=lambda e: (e.turn if e.turn is not None else 1 << 30, e.kind, e.uid),
         )
+
+    # -- the trajectory's edges -------------------------------------------------------------
+
+    def hop(self, direction: str, uids: list[str]) -> list[dict[str, Any]]:
+        """One hop from ``uids``: from the trajectory's cached edges when the question is
+        about one trajectory whose version the seeds read, else one query."""
+        graph = self.trajectory_edges()
+        if graph is not None:
+            return graph.hop(uids, direction)
+        query = {
+            "upstream": cypher.CAUSES_UPSTREAM_HOP,
+            "downstream": cypher.CAUSES_DOWNSTREAM_HOP,
+            "associated": cypher.ASSOCIATED_HOP,
+        }[direction]
+        return self.read(query, uids=uids)
+
+    def trajectory_edges(self) -> TrajectoryGraph | None:
+        if self.tuid is None or not self.version:
+            return None  # tenant-wide, or a version being written: hop by hop
+        if self.edges is None:
+            cache = self.engine.graphs
+            self.edges = cache.get(self.tuid, self.version)
+            if self.edges is None:
+                got = self.read(cypher.TRAJECTORY_EDGES, tuid=self.tuid)
+                if not got:
+                    return None  # deleted since the seeds were read
+                self.edges = TrajectoryGraph(got[0]["edges"])
+                if got[0]["content_hash"] == self.version:
+                    cache.put(self.tuid, self.version, self.edges)
+        return self.edges
 
     def read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
         # Auto-commit reads in the call's READ session: half the round trips of a managed

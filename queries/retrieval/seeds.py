@@ -13,6 +13,7 @@ from trajgraph.queries.retrieval import cypher
 from trajgraph.queries.retrieval.anchors import Anchors
 from trajgraph.queries.retrieval.base import Evidence, add
 from trajgraph.queries.retrieval.lexical import TurnIndex
+from trajgraph.queries.retrieval.trajectory_graph import TrajectoryGraph
 
 if TYPE_CHECKING:
     from trajgraph.queries.retrieval.retriever import Run
@@ -29,9 +30,11 @@ def similar(
     k: int,
     found: dict[str, Evidence],
     whole: bool = False,
+    edges: bool = False,
 ) -> TurnIndex | None:
     """The top-k similar states and turns; with ``whole`` (a trajectory read as a whole)
-    also every turn's similarity, kept for ranking lines, and the trajectory's turns."""
+    also every turn's similarity, kept for ranking lines, and the trajectory's turns; with
+    ``edges`` (the graph will be walked) also the trajectory's edges, unless cached."""
     vector = run.embedder.embed([question])[0]
     # $model: only vectors the space's model made are compared (queries/retrieval/cypher.py).
     near = {
@@ -41,9 +44,12 @@ def similar(
         "k": k,
     }
     index = None
+    got: list[dict[str, Any]] = []
+    if scope["tuid"] and edges:
+        near["known_edges"] = run.engine.graphs.version(scope["tuid"])
     if scope["tuid"] and whole:
         got = run.read(
-            cypher.TRAJECTORY_SEEDS_AND_TURNS,
+            cypher.TRAJECTORY_SEEDS_TURNS_AND_EDGES if edges else cypher.TRAJECTORY_SEEDS_AND_TURNS,
             tuid=scope["tuid"],
             known=run.engine.cached_version(scope["tuid"]),
             **near,
@@ -52,28 +58,45 @@ def similar(
             raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
         rows = got[0]["top"]
         run.similar = {int(idx): float(score) for idx, score in got[0]["turns"]}
+        run.version, run.exists = got[0]["content_hash"], True
         index = run.turn_index(scope, got[0])
     elif scope["tuid"]:
-        rows = run.read(cypher.TRAJECTORY_SIMILARITY, tuid=scope["tuid"], **near)
+        query = cypher.TRAJECTORY_SIMILARITY_AND_EDGES if edges else cypher.TRAJECTORY_SIMILARITY
+        got = run.read(query, tuid=scope["tuid"], **near)
+        if not got:
+            raise NotFoundError("trajectory", scope["trajectory"], tenant=scope["tenant"])
+        rows = got[0]["top"]
+        run.version, run.exists = got[0]["content_hash"], True
     else:
+        # Both indexes in one round trip; one that other tenants' nodes crowd out of the
+        # over-fetch is asked again alone, with a larger fetch (up to the cap), before
+        # settling for fewer than k.
+        first = min(k * FETCH_FACTOR, VECTOR_FETCH_MAX)
+        both = run.read(cypher.BOTH_VECTOR_INDEXES, fetch=first, tenant=scope["tenant"], **near)
         rows = []
         for vector_index in VECTOR_INDEXES:
-            # The index spans tenants: when other tenants' nodes crowd ours out of the
-            # over-fetch, fetch more (up to the cap) before settling for fewer than k.
-            fetch = min(k * FETCH_FACTOR, VECTOR_FETCH_MAX)
+            mine = [r for r in both if r["index"] == vector_index]
+            if len(mine) >= k or first >= VECTOR_FETCH_MAX:
+                rows += mine
+                continue
+            fetch = min(first * 10, VECTOR_FETCH_MAX)
             while True:
-                got = run.read(
+                mine = run.read(
                     cypher.VECTOR_TOP_K,
                     index=vector_index,
                     fetch=fetch,
                     tenant=scope["tenant"],
                     **near,
                 )
-                if len(got) >= k or fetch >= VECTOR_FETCH_MAX:
+                if len(mine) >= k or fetch >= VECTOR_FETCH_MAX:
                     break
                 fetch = min(fetch * 10, VECTOR_FETCH_MAX)
-            rows += got
+            rows += mine
         rows = sorted(rows, key=lambda r: -r["score"])[:k]
+    if got and got[0].get("edges") is not None:
+        run.edges = TrajectoryGraph(got[0]["edges"])
+        if run.version:
+            run.engine.graphs.put(scope["tuid"], run.version, run.edges)
     for r in rows:
         add(found, r["uid"], "seed", f"seed (similarity {r['score']:.2f})", r["score"])
     return index
