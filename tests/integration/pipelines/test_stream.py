@@ -210,7 +210,12 @@ def test_a_stopped_stream_prints_its_counters(
     try:
         deadline = time.monotonic() + 90
         while not _turn_in_graph(driver, tenant, "stopped", 0):
-            assert time.monotonic() < deadline and proc.poll() is None, "the turn never arrived"
+            if proc.poll() is not None:  # died before the write: say how, with its stderr
+                _, err = proc.communicate(timeout=30)
+                pytest.fail(
+                    f"the stream ended ({proc.returncode}) before the turn arrived: {err[-3000:]}"
+                )
+            assert time.monotonic() < deadline, "the turn never arrived"
             time.sleep(0.2)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=90)
