@@ -15,16 +15,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jsonschema
-import openai
 import pydantic
 
 from trajgraph.errors import LLMError, LLMReplyError
 from trajgraph.extractors import structured as so
 from trajgraph.extractors.base import Stats
 from trajgraph.settings import LOCAL_LLM_MODEL, LLMSettings
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -87,6 +89,10 @@ class ChatClient:
             raise LLMError(
                 "the local LLM is not running: start it with `trajgraph llm start`", fatal=True
             )
+        # Imported here, not at the top: the API, MCP server and CLI import this module through
+        # the router and remind but need openai (half a second of imports) only with an LLM.
+        import openai
+
         self._client = openai.OpenAI(
             api_key=settings.api_key or (PLACEHOLDER_KEY if settings.base_url else None),
             base_url=settings.base_url,
@@ -184,6 +190,8 @@ class ChatClient:
         known = so.NEGOTIATOR.kind(key)
         if known is not None:
             return known
+        import openai
+
         owners: list[str] = []
         if self._settings.base_url:
             self._stats.inc("llm_probes")
@@ -203,6 +211,8 @@ class ChatClient:
     def call(self, request: Callable[[], T], *, prefix: str = "llm") -> T:
         """``request()`` with the retry policy; counters go to ``<prefix>_calls`` and
         ``<prefix>_retries_<reason>``."""
+        import openai
+
         s = self._settings
         last = ""
         for attempt in range(1, s.max_attempts + 1):
