@@ -224,7 +224,8 @@ def load_or_derive(
                 if not path.exists():
                     say(
                         f"deriving the static embedder from {folder} (first use on this "
-                        f"machine, about a minute; later runs load it from {path})"
+                        f"machine, {'a few minutes' if fitted else 'about a minute'}; later "
+                        f"runs load it from {path})"
                     )
                     started = time.monotonic()
                     _write_atomic(

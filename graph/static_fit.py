@@ -25,12 +25,12 @@ import numpy as np
 
 from trajgraph.graph.wordpiece import WordPiece
 
-CORPUS_CHUNKS = 4000
+CORPUS_CHUNKS = 4500
 # Chunk lengths in word pieces, drawn uniformly: questions are short, turns up to MiniLM's 128.
 CHUNK_PIECES = (8, 96)
 CORPUS_SEED = 34
 # λ relative to the mean of diag(X Xᵀ): how far the table may move from T0.
-RIDGE = 0.3
+RIDGE = 10.0
 
 
 def corpus_files() -> list[Path]:
