@@ -8,7 +8,11 @@ each chunk embedded once by MiniLM, and the table moved, as little as it can, so
 static pooling of each chunk (the embedder's own: distinct pieces weighted 1 + ln count)
 points where MiniLM's sentence vector points.
 
-The fit is ridge regression towards the old table T0:
+Two steps. First one linear map W of the table's whole space (``T0 W``, ridge regression of
+the chunks' pooled vectors onto their targets): the chunks hold about a sixth of the
+vocabulary, and a map moves every piece consistently, where fitting rows alone moved the
+pieces the chunks hold and left a text mixing moved and unmoved rows. Then the rows the
+chunks hold, each by ridge regression towards where the map put it, T0 below:
 ``min ||X T - Y||² + λ ||T - T0||²``, with X the chunks' piece weights and Y the targets. Its
 exact solution is ``T = T0 + Xᵀ (X Xᵀ + λ I)⁻¹ (Y - X T0)``: an n × n system for n chunks
 (a few thousand), not a vocabulary-sized one, solved with one Cholesky factorisation. A
@@ -29,8 +33,10 @@ CORPUS_CHUNKS = 4500
 # Chunk lengths in word pieces, drawn uniformly: questions are short, turns up to MiniLM's 128.
 CHUNK_PIECES = (8, 96)
 CORPUS_SEED = 34
-# λ relative to the mean of diag(X Xᵀ): how far the table may move from T0.
+# λ relative to the mean of diag(X Xᵀ): how far a row may move from its starting value.
 RIDGE = 10.0
+# λ of the whole-space map, relative to the mean eigenvalue of Pᵀ P (P = X T0).
+MAP_RIDGE = 0.01
 
 
 def corpus_files() -> list[Path]:
@@ -175,12 +181,28 @@ def fit_table(
     special = np.array([is_special(t) for t in tokenizer.vocab])
     cols, x = piece_weights(texts, tokenizer, special)
     y = project(sentences, components, x @ table[cols].astype(np.float64))
-    fitted = fit(table, cols, x, y)
+    mapped = table_map(table, cols, x, y)
+    # The map moves every row; the rows the chunks hold are then corrected one by one.
+    y = project(sentences, components, x @ mapped[cols].astype(np.float64))
+    fitted = fit(mapped, cols, x, y)
     say(
-        f"static embedder fit: {len(texts)} chunks, {len(cols)} pieces moved, mean cosine "
+        f"static embedder fit: {len(texts)} chunks, {len(cols)} pieces corrected, mean cosine "
         f"to MiniLM {mean_cosine(table, cols, x, y):.3f} -> {mean_cosine(fitted, cols, x, y):.3f}"
     )
     return fitted
+
+
+def table_map(
+    t0: np.ndarray, cols: np.ndarray, x: np.ndarray, y: np.ndarray, ridge: float = MAP_RIDGE
+) -> np.ndarray:
+    """``T0 W`` with W (dim × dim) the ridge solution of min ||X T0 W - Y||² + λ ||W||²: one
+    linear map of the whole space, so the pieces no chunk holds (most of the vocabulary)
+    move with the ones it does, and the rows stay one consistent table."""
+    p = x @ t0[cols].astype(np.float64)
+    gram = p.T @ p
+    lam = ridge * float(np.trace(gram)) / max(len(gram), 1)
+    w = np.linalg.solve(gram + lam * np.eye(len(gram)), p.T @ y)
+    return (t0.astype(np.float64) @ w).astype(t0.dtype)
 
 
 def loss(t: np.ndarray, cols: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:

@@ -77,6 +77,23 @@ def test_the_fit_is_the_ridge_solution() -> None:
     assert np.array_equal(sf.fit(t0, cols, x, y, 0.7), sf.fit(t0, cols, x, y, 0.7))
 
 
+def test_the_map_moves_every_row_by_one_linear_map() -> None:
+    """A known rotation of the space is recovered from the chunks alone, and applied to the
+    rows no chunk holds as well."""
+    rng = np.random.default_rng(8)
+    t0 = rng.standard_normal((60, 4)).astype(np.float32)
+    cols = np.arange(10, 40)
+    x = rng.random((25, len(cols)))
+    rotation = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    y = x @ t0[cols].astype(np.float64) @ rotation
+    mapped = sf.table_map(t0, cols, x, y, ridge=1e-9)
+    assert np.allclose(mapped, t0 @ rotation, atol=1e-4)  # rows 0-9 and 40-59 too
+    assert sf.loss(mapped, cols, x, y) < 1e-6 < sf.loss(t0, cols, x, y)
+    pulled = sf.table_map(t0, cols, x, y, ridge=10.0)
+    assert sf.loss(mapped, cols, x, y) < sf.loss(pulled, cols, x, y)
+    assert np.array_equal(pulled, sf.table_map(t0, cols, x, y, ridge=10.0))
+
+
 def test_piece_weights_pool_as_the_embedder_does() -> None:
     tok = WordPiece(VOCAB)
     special = np.array([se.is_special(t) for t in VOCAB])
