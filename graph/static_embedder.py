@@ -14,6 +14,11 @@ the rows of its distinct pieces, each weighted 1 + ln(its count), L2-normalized:
 model run, microseconds per text. No torch. Counting repeats sublinearly keeps a text's
 words ahead of what logs repeat: a plain mean of a pytest run is mostly the 200 pieces of
 its ``=====`` rule.
+
+With ``TRAJGRAPH_STATIC_FIT=on`` the table is then fitted to MiniLM's sentence vectors of
+standard-library text (graph/static_fit.py): another cache file and another name. It is not
+the default: on the dev split it moved answer-turn recall toward MiniLM and lost on causal
+questions (docs/retrieval.md).
 """
 
 from __future__ import annotations
@@ -114,7 +119,11 @@ def table_path(cache_dir: Path, digest: str, dim: int, fitted: bool = FIT_BY_DEF
 
 
 def derive(
-    folder: Path, dim: int, *, fitted: bool = True, say: Callable[[str], None] = lambda _m: None
+    folder: Path,
+    dim: int,
+    *,
+    fitted: bool = FIT_BY_DEFAULT,
+    say: Callable[[str], None] = lambda _m: None,
 ) -> np.ndarray:
     """The token table (vocabulary × dim, float32) from the model in ``folder``; with
     ``fitted``, corrected on whole texts (graph/static_fit.py)."""
