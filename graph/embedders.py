@@ -180,7 +180,7 @@ def get_embedder(settings: EmbedderSettings) -> Embedder:
     if settings.kind == "static":
         from trajgraph.graph.static_embedder import DEFAULT_DIM, StaticEmbedder
 
-        return StaticEmbedder(settings.static_dir, settings.dim or DEFAULT_DIM)
+        return StaticEmbedder(settings.static_dir, settings.dim or DEFAULT_DIM, settings.static_fit)
     if settings.kind == "local":
         return LocalEmbedder()
     if settings.kind == "openai":
@@ -200,7 +200,7 @@ def embedder_name(settings: EmbedderSettings) -> str:
         from trajgraph.graph import static_embedder as se
 
         digest = se.model_hash(se.model_dir(), settings.static_dir)
-        return se.static_name(digest, settings.dim or se.DEFAULT_DIM)
+        return se.static_name(digest, settings.dim or se.DEFAULT_DIM, settings.static_fit)
     if settings.kind == "local":
         return LOCAL_MODEL
     return f"openai:{settings.model}"

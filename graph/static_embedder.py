@@ -14,6 +14,11 @@ the rows of its distinct pieces, each weighted 1 + ln(its count), L2-normalized:
 model run, microseconds per text. No torch. Counting repeats sublinearly keeps a text's
 words ahead of what logs repeat: a plain mean of a pytest run is mostly the 200 pieces of
 its ``=====`` rule.
+
+With ``TRAJGRAPH_STATIC_FIT=on`` the table is then fitted to MiniLM's sentence vectors of
+standard-library text (graph/static_fit.py): another cache file and another name. It is not
+the default: on the dev split it moved answer-turn recall toward MiniLM and lost on causal
+questions (docs/retrieval.md).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -36,10 +42,16 @@ from trajgraph.graph.wordpiece import WordPiece
 
 # The table's derivation: bump it when the derivation changes (the cache file changes).
 TABLE_RECIPE = "m2v2"
+# The same table fitted on whole texts (graph/static_fit.py): corpus, targets or fit changed.
+FITTED_TABLE_RECIPE = "m2v2-fit1"
 # The embedder's name: the table's recipe and how a text's pieces are pooled (m2v3: the m2v2
-# table, repeats counted 1 + ln n). Bump it when either changes: a graph made with the old
-# vectors then refuses the new ones until `trajgraph reembed` moves it.
+# table, repeats counted 1 + ln n; m2v4: the same pooling over the fitted table). Bump it when
+# either changes: a graph made with the old vectors then refuses the new ones until
+# `trajgraph reembed` moves it.
 RECIPE = "m2v3"
+FITTED_RECIPE = "m2v4"
+# Whether the default table is the fitted one (TRAJGRAPH_STATIC_FIT=on|off chooses).
+FIT_BY_DEFAULT = False
 DEFAULT_DIM = 256
 MAX_CHARS = 8000  # a static mean is linear in length, so it may read more than MiniLM's 128
 SIF_COEFFICIENT = 1e-4
@@ -96,16 +108,66 @@ def model_hash(folder: Path, cache_dir: Path) -> str:
     return digest
 
 
-def static_name(digest: str, dim: int) -> str:
-    return f"static:all-MiniLM-L6-v2:{RECIPE}-{dim}:{digest[:12]}"
+def static_name(digest: str, dim: int, fitted: bool = FIT_BY_DEFAULT) -> str:
+    recipe = FITTED_RECIPE if fitted else RECIPE
+    return f"static:all-MiniLM-L6-v2:{recipe}-{dim}:{digest[:12]}"
 
 
-def table_path(cache_dir: Path, digest: str, dim: int) -> Path:
-    return cache_dir / f"all-minilm-l6-v2-{digest[:16]}-{TABLE_RECIPE}-{dim}.npy"
+def table_path(cache_dir: Path, digest: str, dim: int, fitted: bool = FIT_BY_DEFAULT) -> Path:
+    recipe = FITTED_TABLE_RECIPE if fitted else TABLE_RECIPE
+    return cache_dir / f"all-minilm-l6-v2-{digest[:16]}-{recipe}-{dim}.npy"
 
 
-def derive(folder: Path, dim: int, *, say: Callable[[str], None] = lambda _m: None) -> np.ndarray:
-    """The token table (vocabulary × dim, float32) from the model in ``folder``."""
+def derive(
+    folder: Path,
+    dim: int,
+    *,
+    fitted: bool = FIT_BY_DEFAULT,
+    say: Callable[[str], None] = lambda _m: None,
+) -> np.ndarray:
+    """The token table (vocabulary × dim, float32) from the model in ``folder``; with
+    ``fitted``, corrected on whole texts (graph/static_fit.py)."""
+    if not 8 <= dim <= 384:
+        raise ConfigError(f"the static embedder's dimension must be 8 to 384, got {dim}")
+    started = time.monotonic()
+    raw, keep, vocab = piece_vectors(folder, say=say)
+    table, components = _post_process(raw, keep, len(vocab), dim)
+    del raw
+    if fitted:
+        from trajgraph.graph import static_fit
+
+        table = static_fit.fit_table(table, components, folder, say=say)
+    say(f"static embedder: derived in {time.monotonic() - started:.1f}s")
+    return table
+
+
+def piece_vectors(
+    folder: Path, *, say: Callable[[str], None] = lambda _m: None
+) -> tuple[np.ndarray, list[int], list[str]]:
+    """MiniLM's vector of every non-special piece on its own: (vectors, their ids, vocab)."""
+    candding = candding_module()
+    vocab = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    # [PAD], [CLS], [unused17] ...: never a piece of real text, kept as zero rows.
+    keep = [i for i, t in enumerate(vocab) if not is_special(t)]
+    # A continuation piece ("##ing") is embedded as the text it stands for ("ing").
+    texts = [vocab[i][2:] if vocab[i].startswith("##") else vocab[i] for i in keep]
+    model = candding.TextEmbedding(str(folder), normalize=False)
+    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+    raw = np.zeros((len(texts), 384), dtype=np.float64)
+    for n, start in enumerate(range(0, len(order), DERIVE_BATCH)):
+        idx = order[start : start + DERIVE_BATCH]
+        vectors = model.embed([texts[i] for i in idx], batch_size=DERIVE_BATCH)
+        raw[idx] = np.asarray(vectors, dtype=np.float64)
+        if n % 20 == 0:
+            say(f"static embedder: {start + len(idx)} of {len(texts)} vocabulary pieces")
+    return raw, keep, vocab
+
+
+def is_special(piece: str) -> bool:
+    return piece.startswith("[") and piece.endswith("]")
+
+
+def candding_module() -> ModuleType:
     try:
         import candding
     except ImportError as e:
@@ -113,27 +175,7 @@ def derive(folder: Path, dim: int, *, say: Callable[[str], None] = lambda _m: No
             "deriving the static embedder needs candding (pip install candding) once; "
             "later runs only load the cached table"
         ) from e
-    vocab = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    if not 8 <= dim <= 384:
-        raise ConfigError(f"the static embedder's dimension must be 8 to 384, got {dim}")
-    # [PAD], [CLS], [unused17] ...: never a piece of real text, kept as zero rows.
-    keep = [i for i, t in enumerate(vocab) if not (t.startswith("[") and t.endswith("]"))]
-    # A continuation piece ("##ing") is embedded as the text it stands for ("ing").
-    texts = [vocab[i][2:] if vocab[i].startswith("##") else vocab[i] for i in keep]
-    model = candding.TextEmbedding(str(folder), normalize=False)
-    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
-    raw = np.zeros((len(texts), 384), dtype=np.float64)
-    started = time.monotonic()
-    for n, start in enumerate(range(0, len(order), DERIVE_BATCH)):
-        idx = order[start : start + DERIVE_BATCH]
-        vectors = model.embed([texts[i] for i in idx], batch_size=DERIVE_BATCH)
-        raw[idx] = np.asarray(vectors, dtype=np.float64)
-        if n % 20 == 0:
-            say(f"static embedder: {start + len(idx)} of {len(texts)} vocabulary pieces")
-    del model
-    table = post_process(raw, keep, len(vocab), dim)
-    say(f"static embedder: derived in {time.monotonic() - started:.1f}s")
-    return table
+    return candding
 
 
 def post_process(raw: np.ndarray, keep: list[int], vocab_size: int, dim: int) -> np.ndarray:
@@ -146,25 +188,35 @@ def post_process(raw: np.ndarray, keep: list[int], vocab_size: int, dim: int) ->
     p from Zipf's law over the vocabulary's order (BERT's vocabulary is roughly by
     frequency), is then the only weight: frequent pieces count little.
     """
+    return _post_process(raw, keep, vocab_size, dim)[0]
+
+
+def _post_process(
+    raw: np.ndarray, keep: list[int], vocab_size: int, dim: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(table, components): the components (384 × dim) rotate MiniLM's vectors into the
+    table's space, which the fit (graph/static_fit.py) needs for its targets."""
     unit = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
     centred = unit - unit.mean(axis=0)
     _values, vectors = np.linalg.eigh(centred.T @ centred)
     components = vectors[:, ::-1][:, :dim]
     # An eigenvector's sign is arbitrary: fix it so two derivations give one table.
     signs = np.sign(components[np.abs(components).argmax(axis=0), np.arange(dim)])
-    projected = centred @ (components * signs)
+    components = components * signs
+    projected = centred @ components
     table = np.zeros((vocab_size, dim), dtype=np.float64)
     table[keep] = projected
     rank_p = 1.0 / np.arange(2, vocab_size + 2)
     rank_p /= rank_p.sum()
     table *= (SIF_COEFFICIENT / (SIF_COEFFICIENT + rank_p))[:, None]
-    return table.astype(np.float32)
+    return table.astype(np.float32), components
 
 
 def load_or_derive(
     cache_dir: Path,
     dim: int,
     *,
+    fitted: bool = FIT_BY_DEFAULT,
     say: Callable[[str], None] = log.info,
     progress: Callable[[str], None] = log.debug,
 ) -> tuple[np.ndarray, WordPiece, str]:
@@ -173,7 +225,7 @@ def load_or_derive(
     ``say`` gets two lines (starting, done), ``progress`` the derivation's batches."""
     folder = model_dir()
     digest = model_hash(folder, cache_dir)
-    path = table_path(cache_dir, digest, dim)
+    path = table_path(cache_dir, digest, dim, fitted)
     if not path.exists():
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
@@ -181,10 +233,13 @@ def load_or_derive(
                 if not path.exists():
                     say(
                         f"deriving the static embedder from {folder} (first use on this "
-                        f"machine, about a minute; later runs load it from {path})"
+                        f"machine, {'a few minutes' if fitted else 'about a minute'}; later "
+                        f"runs load it from {path})"
                     )
                     started = time.monotonic()
-                    _write_atomic(path, _npy_bytes(derive(folder, dim, say=progress)))
+                    _write_atomic(
+                        path, _npy_bytes(derive(folder, dim, fitted=fitted, say=progress))
+                    )
                     say(f"static embedder derived in {time.monotonic() - started:.0f}s")
         except OSError as e:
             raise ConfigError(
@@ -199,7 +254,7 @@ def load_or_derive(
         ) from e
     tokenizer = WordPiece.from_file(folder / "vocab.txt")
     _check_table(table, path, (len(tokenizer.vocab), dim))
-    return table, tokenizer, static_name(digest, dim)
+    return table, tokenizer, static_name(digest, dim, fitted)
 
 
 def _check_table(table: object, path: Path, shape: tuple[int, int]) -> None:
@@ -225,21 +280,26 @@ class StaticEmbedder:
     sublinearly, summed and normalized."""
 
     _lock = threading.Lock()
-    _loaded: dict[tuple[str, int], tuple[np.ndarray, WordPiece, str]] = {}  # noqa: RUF012
+    _loaded: dict[tuple[str, int, bool], tuple[np.ndarray, WordPiece, str]] = {}  # noqa: RUF012
 
-    def __init__(self, cache_dir: Path, dim: int = DEFAULT_DIM) -> None:
+    def __init__(
+        self, cache_dir: Path, dim: int = DEFAULT_DIM, fitted: bool = FIT_BY_DEFAULT
+    ) -> None:
         self.dim = dim
+        self.fitted = fitted
         self._cache_dir = cache_dir
-        self.name = static_name(model_hash(model_dir(), cache_dir), dim)
+        self.name = static_name(model_hash(model_dir(), cache_dir), dim, fitted)
         self._table: np.ndarray | None = None
         self._tokenizer: WordPiece | None = None
 
     def _load(self) -> tuple[np.ndarray, WordPiece]:
         if self._table is None or self._tokenizer is None:
-            key = (str(self._cache_dir), self.dim)
+            key = (str(self._cache_dir), self.dim, self.fitted)
             with self._lock:  # one table per process, whatever the number of DoFn instances
                 if key not in self._loaded:
-                    self._loaded[key] = load_or_derive(self._cache_dir, self.dim)
+                    self._loaded[key] = load_or_derive(
+                        self._cache_dir, self.dim, fitted=self.fitted
+                    )
                 self._table, self._tokenizer, _ = self._loaded[key]
         return self._table, self._tokenizer
 
@@ -318,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         table, _, name = load_or_derive(
             settings.static_dir,
             dim,
+            fitted=settings.static_fit,
             say=lambda m: print(m, file=sys.stderr),
             progress=lambda m: print(m, file=sys.stderr),
         )

@@ -168,6 +168,8 @@ class EmbedderSettings:
     cache_max_mb: int = DEFAULT_CACHE_MAX_MB  # 0: no cap
     # Where the static embedder's derived token tables live (one per model file and size).
     static_dir: Path = field(default_factory=lambda: _default_home() / "static-embedder")
+    # static: the table fitted on whole texts (graph/static_fit.py) or the piece-by-piece one.
+    static_fit: bool = False
     # openai: server, key, timeout and retries (the model field is unused)
     transport: LLMSettings = field(default_factory=LLMSettings)
 
@@ -215,6 +217,17 @@ def _parsed(
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return _parsed(env, name, default, int, "an integer")
+
+
+def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
+    def parse(raw: str) -> bool:
+        if raw.lower() in ("on", "1", "true", "yes"):
+            return True
+        if raw.lower() in ("off", "0", "false", "no"):
+            return False
+        raise ValueError(raw)
+
+    return _parsed(env, name, default, parse, "on or off")
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:
@@ -508,6 +521,7 @@ def _embedder(env: Mapping[str, str], llm: LLMSettings) -> EmbedderSettings:
             if env.get("TRAJGRAPH_STATIC_TABLES")
             else _default_home() / "static-embedder"
         ),
+        static_fit=_switch(env, "TRAJGRAPH_STATIC_FIT", False),
     )
 
 

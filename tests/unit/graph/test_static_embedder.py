@@ -228,7 +228,7 @@ def test_a_table_whose_sums_overflow_is_an_error_not_nan_vectors(
 
 
 def _stand_in_derivation(
-    _folder: Path, dim: int, *, say: Callable[[str], None] = lambda _m: None
+    _folder: Path, dim: int, *, fitted: bool = False, say: Callable[[str], None] = lambda _m: None
 ) -> np.ndarray:
     for n in range(0, 30522, 5120):  # as the real one reports its batches
         say(f"static embedder: {n} of 30522 vocabulary pieces")
