@@ -69,7 +69,7 @@ def measure(
     versions: Sequence[tuple[str, Path | None]], repeats: int
 ) -> dict[str, dict[str, list[float]]]:
     times: dict[str, dict[str, list[float]]] = {row: {v: [] for v, _ in versions} for row in ROWS}
-    for name, checkout in versions:  # warm the file cache and .pyc files first
+    for _name, checkout in versions:  # warm the file cache and .pyc files first
         for code in ROWS.values():
             _once(code, checkout)
     for r in range(repeats):
@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             t = times[row][n]
             cells.append(f"{statistics.median(t):.1f} / {_p95(t):.1f}")
         if len(names) > 1:
-            new, old = statistics.median(times[row][names[0]]), statistics.median(times[row][names[1]])
+            new = statistics.median(times[row][names[0]])
+            old = statistics.median(times[row][names[1]])
             cells.append(f"{new / old:.2f}")
         rows.append(cells)
     if args.markdown:
