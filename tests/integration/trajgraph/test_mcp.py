@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from tests.fake_openai import FakeOpenAI
-from tests.integration.ingesting import Ingest
+from tests.integration.ingesting import Ingest, retries_log
 from tests.integration.servers import child_env, serve_in_thread
 from trajgraph.client import TrajGraph
 from trajgraph.extractors.base import Stats
@@ -33,20 +33,7 @@ from trajgraph.http_guard import uvicorn_config
 from trajgraph.mcp_server import build_server, http_app
 from trajgraph.settings import LLMSettings, Settings
 
-TRAJ = {
-    "id": "mcp-retries",
-    "task": "Make tests/test_api.py pass.",
-    "turns": [
-        {"idx": 0, "action": "cat config.yaml", "observation": "retries=3"},
-        {
-            "idx": 1,
-            "action": "pytest tests/test_api.py",
-            "observation": "FAILED tests/test_api.py::test_retry - AssertionError\n1 failed",
-        },
-        {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
-        {"idx": 3, "action": "pytest tests/test_api.py", "observation": "1 passed"},
-    ],
-}
+TRAJ = retries_log("mcp-retries")
 KEY = "mcp-key-" + "z" * 20
 TOOLS = {"retrieve", "why", "find_identifier", "run_code", "brief", "remind", "lessons"}
 KEY_OTHER = "mcp-other-" + "w" * 20
