@@ -93,6 +93,11 @@ def _as_path(log: Log, target: Path) -> Path | str:
     return target
 
 
+def scalar(driver: Any, query: str, **params: Any) -> Any:
+    """The first value of the first row ``query`` returns (a count, mostly)."""
+    return driver.execute_query(query, **params).records[0][0]
+
+
 def retries_log(trajectory_id: str) -> dict[str, Any]:
     """The smallest log with a cause: a config read, a failing test, the fix, the passing test
     (the API, client, MCP and outage tests each ingest it under their own id)."""

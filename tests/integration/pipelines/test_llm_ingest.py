@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fake_openai import FakeOpenAI
-from tests.integration.ingesting import Ingest
+from tests.integration.ingesting import Ingest, scalar
 from tests.trajectories import canonical_log
 from trajgraph.graph import cypher
 from trajgraph.pipelines.adapters import normalize, split_records
@@ -42,10 +42,6 @@ def _expected_turns(shared: Path) -> dict[str, int]:
             for t in normalize(rec):
                 out[t["id"]] = len(t["turns"])
     return out
-
-
-def _one(driver: Any, query: str, **params: Any) -> Any:
-    return driver.execute_query(query, **params).records[0][0]
 
 
 def test_llm_ingest_survives_faults_and_reingest_costs_nothing(
@@ -91,13 +87,13 @@ def test_llm_ingest_survives_faults_and_reingest_costs_nothing(
     assert llm["prompt_tokens"] == sum(r.prompt_tokens for r in answered)
     assert llm["completion_tokens"] > 0
 
-    invented = _one(
+    invented = scalar(
         driver,
         "MATCH (i:Identifier {tenant: $tenant}) WHERE i.value = $v RETURN count(i)",
         tenant=tenant,
         v=INVENTED_PATH,
     )
-    invented += _one(
+    invented += scalar(
         driver,
         "MATCH (s:State {tenant: $tenant}) WHERE s.value = $v RETURN count(s)",
         tenant=tenant,
@@ -162,13 +158,13 @@ def test_prompt_injection_in_a_log_changes_nothing_but_that_windows_extractor(
     summary = ingested(traj, tenant=tenant, args=args, settings=settings).summary
 
     assert summary.balanced and summary.ingested == 1 and summary.turns == 3
-    turns = _one(driver, "MATCH (t:Turn {tenant: $tenant}) RETURN count(t)", tenant=tenant)
+    turns = scalar(driver, "MATCH (t:Turn {tenant: $tenant}) RETURN count(t)", tenant=tenant)
     assert turns == 3
     assert summary.llm["fallbacks"] == 3  # the gullible reply broke the contract twice
     for req in fake_llm.chat_requests:
         assert "IGNORE PREVIOUS" not in req.body["messages"][0]["content"]
         assert req.body["response_format"]["json_schema"]["strict"] is True
-    pwned = _one(
+    pwned = scalar(
         driver,
         "MATCH (n {tenant: $tenant}) WHERE n:State OR n:Identifier "
         "WITH n WHERE coalesce(n.value, '') CONTAINS 'PWNED' RETURN count(n)",
