@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, fake_llm_settings
 from tests.integration.ingesting import Ingest, scalar
 from tests.trajectories import canonical_log
 from trajgraph.graph import cypher
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.settings import LLMSettings, Settings
+from trajgraph.settings import Settings
 
 INVENTED_PATH = "/etc/invented/by-the-model.conf"
 INVENTED_VALUE = "healthy according to the model"
@@ -23,15 +23,8 @@ LLM = ("--extractor", "llm")
 
 
 def _settings(base: Settings, fake: FakeOpenAI, cache: Path) -> Settings:
-    llm = LLMSettings(
-        model="fake-model",
-        base_url=fake.url,
-        api_key="test-key",
-        timeout_s=1.0,
-        max_backoff_s=1.5,
-        concurrency=1,  # faults are consumed in request order: keep one request in flight
-        cache_path=cache,
-    )
+    # Six attempts (LLMSettings' default) and a longer back-off than the fault-suite's.
+    llm = fake_llm_settings(fake, max_attempts=6, max_backoff_s=1.5, cache_path=cache)
     return dataclasses.replace(base, llm=llm)
 
 
