@@ -54,26 +54,34 @@ def status(pid: int) -> dict[str, int]:
     return out
 
 
-def ask(sock_path: Path, hook: dict[str, Any], wait_s: float) -> str:
-    """Send one request; the reply's error (or "silence"), or "no reply" after ``wait_s``."""
+def request(sock_path: Path, body: dict[str, Any], wait_s: float) -> dict[str, Any]:
+    """One request line to the hook server at ``sock_path``, and its reply line (``{}`` when
+    it closes without one); OSError (TimeoutError) when it does not answer in ``wait_s``."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(wait_s)
     try:
         s.connect(str(sock_path))
-        request = {"tenant": "bench-hook-bounds", "decision": "context", "input": hook}
-        s.sendall(json.dumps(request).encode() + b"\n")
+        s.sendall(json.dumps(body).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
             chunk = s.recv(65536)
             if not chunk:
                 break
             data += chunk
-        reply = json.loads(data or b"{}")
-        return str(reply.get("error") or "silence")[:120]
-    except (TimeoutError, OSError) as e:
-        return f"no reply ({type(e).__name__})"
     finally:
         s.close()
+    reply: dict[str, Any] = json.loads(data or b"{}")
+    return reply
+
+
+def ask(sock_path: Path, hook: dict[str, Any], wait_s: float) -> str:
+    """Send one request; the reply's error (or "silence"), or "no reply" after ``wait_s``."""
+    body = {"tenant": "bench-hook-bounds", "decision": "context", "input": hook}
+    try:
+        reply = request(sock_path, body, wait_s)
+    except (TimeoutError, OSError) as e:
+        return f"no reply ({type(e).__name__})"
+    return str(reply.get("error") or "silence")[:120]
 
 
 def hook_input(path: str, n: int) -> dict[str, Any]:

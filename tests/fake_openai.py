@@ -60,6 +60,7 @@ from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.graph.embedders import HashEmbedder
 from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.pipelines.windows import Window
+from trajgraph.settings import LLMSettings
 
 _BLOCK = re.compile(r"<<<LOG (\w+)>>>\n(.*?)<<<END \1>>>", re.DOTALL)
 _PART = re.compile(r"^\[turn (\d+) (action|observation)\]$", re.MULTILINE)
@@ -491,3 +492,19 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def fake_llm_settings(fake: FakeOpenAI, **changes: Any) -> LLMSettings:
+    """LLM settings pointing at ``fake``: short timeouts and back-off, two attempts, and one
+    request in flight, so that scripted faults are consumed in request order."""
+    fields: dict[str, Any] = {
+        "model": "fake-model",
+        "base_url": fake.url,
+        "api_key": "test-key",
+        "timeout_s": 1.0,
+        "max_attempts": 2,
+        "max_backoff_s": 0.05,
+        "concurrency": 1,
+    }
+    fields.update(changes)
+    return LLMSettings(**fields)

@@ -55,22 +55,9 @@ from trajgraph.pipelines.adapters.canonical import (
 
 FORMAT = "claude-code"
 
-# Record types that are a conversation; everything else is bookkeeping or unknown.
+# Record types that are a conversation; everything else is bookkeeping or unknown. Which
+# types make a line a transcript record at all is detect.is_claude_code_record's one list.
 CONVERSATION = frozenset({"user", "assistant"})
-BOOKKEEPING = frozenset(
-    {
-        "file-history-snapshot",
-        "queue-operation",
-        "last-prompt",
-        "system",
-        "summary",
-        "progress",
-        "custom-title",
-        "tag",
-    }
-)
-# Tells a transcript record from other JSON lines (detect.is_claude_code_record).
-RECORD_TYPES = CONVERSATION | BOOKKEEPING
 _EXIT_HEAD = re.compile(r"^Exit code -?\d+\b")
 _TOOL_USE_ERROR = re.compile(r"^\s*<tool_use_error>(.*)</tool_use_error>\s*$", re.DOTALL)
 # User records the harness writes (slash commands, their output, interruptions): context,

@@ -33,8 +33,8 @@ SHAPES: dict[str, str] = {
     "or SDK span JSON (a list of spans, or 'spans')",
 }
 
-# Record types of a Claude Code transcript (claude_code.RECORD_TYPES, kept here so that
-# sniffing does not import the adapter).
+# Record types of a Claude Code transcript: the one list (here, so that sniffing does not
+# import the adapter).
 _CLAUDE_CODE_TYPES = frozenset(
     {
         "user",

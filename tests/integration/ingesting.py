@@ -20,6 +20,7 @@ from typing import Any
 
 import neo4j
 
+from tests.trajectories import canonical_log
 from trajgraph.client import TrajGraph
 from trajgraph.graph import governance
 from trajgraph.graph.rows import GraphRows
@@ -92,24 +93,27 @@ def _as_path(log: Log, target: Path) -> Path | str:
     return target
 
 
+def scalar(driver: Any, query: str, **params: Any) -> Any:
+    """The first value of the first row ``query`` returns (a count, mostly)."""
+    return driver.execute_query(query, **params).records[0][0]
+
+
 def retries_log(trajectory_id: str) -> dict[str, Any]:
     """The smallest log with a cause: a config read, a failing test, the fix, the passing test
-    (the API, client and outage tests each ingest it under their own id)."""
-    return {
-        "id": trajectory_id,
-        "task": "Make tests/test_api.py pass.",
-        "turns": [
-            {"idx": 0, "action": "cat config.yaml", "observation": "retries=3"},
-            {
-                "idx": 1,
-                "action": "pytest tests/test_api.py",
-                "observation": "FAILED tests/test_api.py::test_retry - AssertionError: got 3\n"
-                "1 failed",
-            },
-            {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
-            {"idx": 3, "action": "pytest tests/test_api.py", "observation": "1 passed"},
+    (the API, client, MCP and outage tests each ingest it under their own id)."""
+    return canonical_log(
+        trajectory_id,
+        "Make tests/test_api.py pass.",
+        [
+            ("cat config.yaml", "retries=3"),
+            (
+                "pytest tests/test_api.py",
+                "FAILED tests/test_api.py::test_retry - AssertionError: got 3\n1 failed",
+            ),
+            ("sed -i 's/retries=3/retries=5/' config.yaml", ""),
+            ("pytest tests/test_api.py", "1 passed"),
         ],
-    }
+    )
 
 
 def graph_rows_of(path: Path, tenant: str, turns: int | None = None) -> GraphRows:

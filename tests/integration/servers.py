@@ -25,6 +25,7 @@ import uvicorn
 from tests.paths import REPO
 from trajgraph.graph import cypher, digest
 from trajgraph.graph import local_server as ls
+from trajgraph.hooks.server import alive
 from trajgraph.http_guard import uvicorn_config
 from trajgraph.settings import Settings
 
@@ -130,6 +131,26 @@ def serve_in_thread(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def hook_server(env: dict[str, str], hook_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`trajgraph hook serve` in a child process run with ``env`` (its TRAJGRAPH_HOOK_DIR is
+    ``hook_dir``), once its socket answers; terminated on the way out."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajgraph.cli", "hook", "serve", "--idle-minutes", "5"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not alive(hook_dir / "hook.sock"):
+            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
+            time.sleep(0.2)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def _wait_for_port(proc: subprocess.Popen[bytes], port: int, what: str, timeout: float) -> None:

@@ -7,20 +7,21 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import Ingest
+from tests.trajectories import canonical_log
 from trajgraph import cli
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.settings import Settings
 
-TRAJ: dict[str, Any] = {
-    "id": "digest-me",
-    "task": "t",
-    "turns": [
-        {"idx": 0, "action": "cat a.cfg", "observation": "x=1"},
-        {"idx": 1, "action": "pytest -q", "observation": "FAILED t.py::test_x - AssertionError"},
-        {"idx": 2, "action": "sed -i 's/x=1/x=2/' a.cfg", "observation": ""},
-        {"idx": 3, "action": "pytest -q", "observation": "1 passed"},
+TRAJ: dict[str, Any] = canonical_log(
+    "digest-me",
+    "t",
+    [
+        ("cat a.cfg", "x=1"),
+        ("pytest -q", "FAILED t.py::test_x - AssertionError"),
+        ("sed -i 's/x=1/x=2/' a.cfg", ""),
+        ("pytest -q", "1 passed"),
     ],
-}
+)
 
 
 def test_digest_is_content_only(

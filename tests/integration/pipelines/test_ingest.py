@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from apache_beam.runners.runner import PipelineState
 
-from tests.integration.ingesting import Ingest
+from tests.integration.ingesting import Ingest, scalar
 from tests.integration.servers import child_env
 from trajgraph.demo import DEMO_ID, sample_trajectory, write_sample
 from trajgraph.graph import cypher
@@ -27,8 +27,8 @@ def _expected_turns(files: list[Path]) -> dict[str, int]:
 
 
 def _counts(driver: Any, tenant: str) -> tuple[int, int]:
-    nodes = driver.execute_query(cypher.COUNT_TENANT_NODES, tenant=tenant).records[0]["n"]
-    rels = driver.execute_query(cypher.COUNT_TENANT_RELATIONSHIPS, tenant=tenant).records[0]["n"]
+    nodes = scalar(driver, cypher.COUNT_TENANT_NODES, tenant=tenant)
+    rels = scalar(driver, cypher.COUNT_TENANT_RELATIONSHIPS, tenant=tenant)
     return nodes, rels
 
 
@@ -72,22 +72,26 @@ def test_every_edge_cites_turns_and_supersedes_stays_in_subject(
     shared_dir: Path, driver: Any, ingested: Ingest, tenant: str
 ) -> None:
     ingested(shared_dir / "swe-agent", tenant=tenant)
-    missing = driver.execute_query(
+    missing = scalar(
+        driver,
         "MATCH (a {tenant: $tenant})-[r:CAUSES|ASSOCIATED|SUPERSEDES]->() "
         "WHERE r.turns IS NULL OR size(r.turns) = 0 RETURN count(r) AS n",
         tenant=tenant,
-    ).records[0]["n"]
+    )
     assert missing == 0
-    bad = driver.execute_query(
+    bad = scalar(
+        driver,
         "MATCH (a:State {tenant: $tenant})-[:SUPERSEDES]->(b:State) "
         "WHERE a.subject <> b.subject OR a.attribute <> b.attribute OR a.turn <= b.turn "
         "OR a.trajectory_uid <> b.trajectory_uid RETURN count(*) AS n",
         tenant=tenant,
-    ).records[0]["n"]
+    )
     assert bad == 0
-    causes = driver.execute_query(
-        "MATCH (:Turn {tenant: $tenant})-[r:CAUSES]->(:State) RETURN count(r) AS n", tenant=tenant
-    ).records[0]["n"]
+    causes = scalar(
+        driver,
+        "MATCH (:Turn {tenant: $tenant})-[r:CAUSES]->(:State) RETURN count(r)",
+        tenant=tenant,
+    )
     assert causes > 0
 
 
@@ -139,9 +143,9 @@ def test_a_changed_trajectory_is_rewritten_without_stale_states(
         "MATCH (t:Turn {tenant: $tenant}) RETURN max(t.idx) AS m, count(t) AS n", tenant=tenant
     ).records[0]
     assert (turns["m"], turns["n"]) == (2, 3)
-    late = driver.execute_query(
-        "MATCH (s:State {tenant: $tenant}) WHERE s.turn > 2 RETURN count(s) AS n", tenant=tenant
-    ).records[0]["n"]
+    late = scalar(
+        driver, "MATCH (s:State {tenant: $tenant}) WHERE s.turn > 2 RETURN count(s)", tenant=tenant
+    )
     assert late == 0
 
 

@@ -11,17 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.integration.servers import child_env
 from tests.strategies import deep_span_file
-from trajgraph.graph import governance
 from trajgraph.graph import node_ids as ids
 from trajgraph.settings import Settings
 
@@ -49,13 +44,6 @@ def _session(sid: str, command: str = "ls", output: str = "a.py") -> bytes:
         },
     ]
     return "".join(json.dumps(r) + "\n" for r in records).encode()
-
-
-@pytest.fixture
-def tenant(driver: Any, neo4j_settings: Settings) -> Iterator[str]:
-    name = f"ob-{uuid.uuid4().hex[:8]}"
-    yield name
-    governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
 
 
 def _turns(driver: Any, tenant: str) -> dict[str, list[tuple[str, str]]]:

@@ -136,6 +136,12 @@ class Lib:
         params.update(overrides)
         return library.run(self.driver, name, params, database=self.database)
 
+    def records(self, cypher: str, **params: Any) -> list[neo4j.Record]:
+        """``cypher``'s records in this database; ``$tenant`` is this tenant unless given."""
+        params.setdefault("tenant", self.tenant)
+        records, _, _ = self.driver.execute_query(cypher, params, database_=self.database)
+        return records
+
 
 def example_params(driver: neo4j.Driver, database: str, name: str) -> dict[str, Any]:
     example = library.load(name).header.get("example", "")
@@ -175,27 +181,23 @@ def _one(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any]:
 
 
 def _state_uid(lib: Lib, trajectory: str, turn: int, kind: str) -> str:
-    records, _, _ = lib.driver.execute_query(
+    records = lib.records(
         "MATCH (s:State {tenant: $tenant, trajectory_id: $trajectory, turn: $turn, kind: $kind}) "
         "RETURN s.uid AS uid",
-        tenant=lib.tenant,
         trajectory=trajectory,
         turn=turn,
         kind=kind,
-        database_=lib.database,
     )
     assert len(records) == 1
     return str(records[0]["uid"])
 
 
 def _object_turns(lib: Lib, trajectory: str, name: str) -> list[int]:
-    records, _, _ = lib.driver.execute_query(
+    records = lib.records(
         "MATCH (o:Object {tenant: $tenant, trajectory_id: $trajectory, name: $name}) "
         "RETURN o.turns AS turns",
-        tenant=lib.tenant,
         trajectory=trajectory,
         name=name,
-        database_=lib.database,
     )
     return sorted(records[0]["turns"])
 
@@ -559,14 +561,12 @@ def case_recurring_failures(lib: Lib) -> None:
 
 def _signature_uid(lib: Lib, tenant: str) -> str:
     """The uid of SIGNATURE's node in ``tenant``."""
-    return str(
-        lib.driver.execute_query(
-            "MATCH (g:Signature {tenant: $t, text: $s}) RETURN g.uid AS uid",
-            t=tenant,
-            s=SIGNATURE,
-            database_=lib.database,
-        ).records[0]["uid"]
+    records = lib.records(
+        "MATCH (g:Signature {tenant: $tenant, text: $s}) RETURN g.uid AS uid",
+        tenant=tenant,
+        s=SIGNATURE,
     )
+    return str(records[0]["uid"])
 
 
 def case_resolutions(lib: Lib) -> None:
@@ -730,10 +730,8 @@ PER_RUN = {"recurring_errors_across_trajectories", "recurring_failures", "resolu
 
 
 def _uids(lib: Lib, tenant: str) -> set[str]:
-    records, _, _ = lib.driver.execute_query(
-        "MATCH (n {tenant: $tenant}) WHERE n.uid IS NOT NULL RETURN n.uid AS uid",
-        tenant=tenant,
-        database_=lib.database,
+    records = lib.records(
+        "MATCH (n {tenant: $tenant}) WHERE n.uid IS NOT NULL RETURN n.uid AS uid", tenant=tenant
     )
     return {r["uid"] for r in records}
 

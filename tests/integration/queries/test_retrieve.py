@@ -17,6 +17,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from tests.integration.ingesting import Ingest
+from tests.trajectories import canonical_log
 from trajgraph import cli
 from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.extractors.base import Stats
@@ -26,23 +27,22 @@ from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.retrieval.retriever import Retriever
 from trajgraph.settings import LLMSettings, Settings
 
-SYNTHETIC = {
-    "id": "synthetic-retries",
-    "task": "Make tests/test_api.py pass: the client must retry 5 times.",
-    "turns": [
-        {"idx": 0, "action": "cat config.yaml", "observation": "retries=3\ntimeout=10"},
-        {
-            "idx": 1,
-            "action": "pytest tests/test_api.py",
-            "observation": "FAILED tests/test_api.py::test_retry - AssertionError: expected 5 "
-            "retries, got 3\n1 failed in 0.12s",
-        },
-        {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
-        {"idx": 3, "action": "cat config.yaml", "observation": "retries=5\ntimeout=10"},
-        {"idx": 4, "action": "pytest tests/test_api.py", "observation": "1 passed in 0.10s"},
-        {"idx": 5, "action": "pytest tests/test_api.py -k retry", "observation": "1 passed"},
+SYNTHETIC = canonical_log(
+    "synthetic-retries",
+    "Make tests/test_api.py pass: the client must retry 5 times.",
+    [
+        ("cat config.yaml", "retries=3\ntimeout=10"),
+        (
+            "pytest tests/test_api.py",
+            "FAILED tests/test_api.py::test_retry - AssertionError: expected 5 retries, got 3\n"
+            "1 failed in 0.12s",
+        ),
+        ("sed -i 's/retries=3/retries=5/' config.yaml", ""),
+        ("cat config.yaml", "retries=5\ntimeout=10"),
+        ("pytest tests/test_api.py", "1 passed in 0.10s"),
+        ("pytest tests/test_api.py -k retry", "1 passed"),
     ],
-}
+)
 DJANGO = "django__django-16255"
 
 

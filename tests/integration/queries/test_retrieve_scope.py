@@ -95,22 +95,33 @@ def test_an_index_without_the_scope_field_answers_the_old_way_until_migrated(
     assert _hits(again) == _hits(r)
 
 
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement the retriever sends (Run.read), in order, from now on."""
+    sent: list[str] = []
+    read = retriever_mod.Run.read
+
+    def counting(self: Any, statement: str, **params: Any) -> list[dict[str, Any]]:
+        sent.append(statement)
+        return read(self, statement, **params)
+
+    monkeypatch.setattr(retriever_mod.Run, "read", counting)
+    return sent
+
+
 def test_the_graph_walk_over_cached_edges_finds_what_one_query_per_hop_finds(
-    driver: Any, neo4j_settings: Settings, corpus: str, monkeypatch: pytest.MonkeyPatch
+    driver: Any,
+    neo4j_settings: Settings,
+    corpus: str,
+    monkeypatch: pytest.MonkeyPatch,
+    statements: list[str],
 ) -> None:
     cached = _engine(driver, neo4j_settings)
     question = "Why did the test fail?"
     tuid = node_ids.trajectory_uid(corpus, "run-0")
     first = cached.retrieve(question, tenant=corpus, trajectory="run-0", mode="graph", depth=3)
     assert cached.graphs.version(tuid) is not None  # the seeds' query brought the edges
-    statements: list[str] = []
-    read = retriever_mod.Run.read
-
-    def counting(self: Any, statement: str, **params: Any) -> list[dict[str, Any]]:
-        statements.append(statement)
-        return read(self, statement, **params)
-
-    monkeypatch.setattr(retriever_mod.Run, "read", counting)
+    statements.clear()
     second = cached.retrieve(question, tenant=corpus, trajectory="run-0", mode="graph", depth=3)
     # Seeds, then the found nodes: no query per hop, and no edges read again.
     assert len(statements) == 2, statements
@@ -133,18 +144,11 @@ def test_tenant_wide_similarity_asks_both_indexes_once_and_keeps_to_the_tenant(
     neo4j_settings: Settings,
     corpus: str,
     ingested: Ingest,
-    monkeypatch: pytest.MonkeyPatch,
+    statements: list[str],
 ) -> None:
     small = ingested(retries_log("alone")).tenant  # crowded out by the corpus's nodes
     engine = _engine(driver, neo4j_settings)
-    statements: list[str] = []
-    read = retriever_mod.Run.read
-
-    def counting(self: Any, statement: str, **params: Any) -> list[dict[str, Any]]:
-        statements.append(statement)
-        return read(self, statement, **params)
-
-    monkeypatch.setattr(retriever_mod.Run, "read", counting)
+    statements.clear()
     wide = engine.retrieve("Why did the test fail?", tenant=corpus, mode="embedding", k=8)
     # Seeds from both indexes in one statement, then the found nodes.
     assert len(statements) == 2 and len(wide.items) == 8

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +20,29 @@ def demo_ingested(ingested: Ingest, tenant: str, tmp_path: Path) -> str:
     return tenant
 
 
-def test_why_chain_of_the_passing_run_reaches_back_to_the_fix_and_the_error(
+@pytest.fixture
+def demo_why(
     driver: Any, neo4j_settings: Any, demo_ingested: str
+) -> Callable[[int], list[dict[str, Any]]]:
+    """The why-chain of the demo's passing run, at a depth."""
+
+    def chain(depth: int) -> list[dict[str, Any]]:
+        return why_chain(
+            driver,
+            database=neo4j_settings.neo4j.database,
+            tenant=demo_ingested,
+            trajectory=DEMO_ID,
+            turn=WHY_TURN,
+            depth=depth,
+        )
+
+    return chain
+
+
+def test_why_chain_of_the_passing_run_reaches_back_to_the_fix_and_the_error(
+    demo_why: Callable[[int], list[dict[str, Any]]],
 ) -> None:
-    chain = why_chain(
-        driver,
-        database=neo4j_settings.neo4j.database,
-        tenant=demo_ingested,
-        trajectory=DEMO_ID,
-        turn=WHY_TURN,
-        depth=6,
-    )
+    chain = demo_why(6)
     turns = [row["turn"] for row in chain]
     assert turns == sorted(turns)
     assert WHY_TURN in turns
@@ -40,18 +53,10 @@ def test_why_chain_of_the_passing_run_reaches_back_to_the_fix_and_the_error(
 
 
 def test_depth_one_is_a_subset_of_depth_six(
-    driver: Any, neo4j_settings: Any, demo_ingested: str
+    demo_why: Callable[[int], list[dict[str, Any]]],
 ) -> None:
     def uids(depth: int) -> set[str]:
-        rows = why_chain(
-            driver,
-            database=neo4j_settings.neo4j.database,
-            tenant=demo_ingested,
-            trajectory=DEMO_ID,
-            turn=WHY_TURN,
-            depth=depth,
-        )
-        return {r["uid"] for r in rows}
+        return {r["uid"] for r in demo_why(depth)}
 
     assert uids(1) < uids(6)
 

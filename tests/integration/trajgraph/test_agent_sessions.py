@@ -10,18 +10,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.ingesting import NO_MODELS, Ingest
+from tests.integration.growing import follow, growing
+from tests.integration.ingesting import NO_MODELS, Ingest, scalar
 from tests.integration.races import while_held
-from tests.integration.servers import child_env
+from tests.integration.servers import child_env, hook_server
 from tests.paths import AGENT_SESSIONS as CORPUS
 from tests.paths import REPO
 from trajgraph.graph import cypher, governance
@@ -29,7 +28,6 @@ from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.hooks.server import alive
 from trajgraph.hooks.session_sync import HookEngine
-from trajgraph.jobs import stream
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.why.chain import why_chain
 from trajgraph.settings import Settings
@@ -62,13 +60,6 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"agent sessions not found at {CORPUS} (see its README)")
     return CORPUS
-
-
-@pytest.fixture
-def tenant(driver: Any, neo4j_settings: Settings) -> Iterator[str]:
-    name = f"as-{uuid.uuid4().hex[:8]}"
-    yield name
-    governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
 
 
 def _turns_in_graph(driver: Any, tenant: str) -> dict[str, int]:
@@ -312,16 +303,7 @@ def test_hook_end_to_end_silence_reminder_and_pass_through(
     assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
     assert "no hook server is listening" in (hook_dir / "hook.log").read_text()
 
-    server = subprocess.Popen(
-        [sys.executable, "-m", "trajgraph.cli", "hook", "serve", "--idle-minutes", "5"],
-        env=hook_env,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while not alive(hook_dir / "hook.sock"):
-            assert time.monotonic() < deadline and server.poll() is None, "server did not start"
-            time.sleep(0.2)
+    with hook_server(hook_env, hook_dir):
         # The second identical `uv run`: a reminder citing the first. By default (auto) it
         # reaches Claude Code's model the way that works there: the call is denied once with
         # the reminder as the reason (docs/hooks.md, which channel reaches the model) ...
@@ -359,9 +341,6 @@ def test_hook_end_to_end_silence_reminder_and_pass_through(
         live.write_bytes(b"".join(lines))
         r = pre(20, "--budget-ms", "1")
         assert (r.returncode, r.stdout) == (0, b"")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     assert not (hook_dir / "hook.sock").exists()
 
     # Without a server, the first call starts one in the background and passes through.
@@ -395,45 +374,11 @@ def test_stream_follows_a_growing_session_file(
     live = tmp_path / "projects" / "-home-u-proj"
     live.mkdir(parents=True)
     target = live / source.name
-    target.write_bytes(b"".join(lines[:40]) + lines[40][:50])  # ends in a torn line
     db = neo4j_settings.neo4j.database
     tid_uid = ids.trajectory_uid(tenant, A758)
-
-    def grow() -> None:
-        time.sleep(4.0)
-        with target.open("ab") as f:
-            f.write(lines[40][50:])
-            f.flush()
-            for start in range(41, len(lines), 20):
-                f.write(b"".join(lines[start : start + 20]))
-                f.flush()
-                time.sleep(0.7)
-
-    writer = threading.Thread(target=grow)
-    writer.start()
-    stream.run(
-        [
-            str(tmp_path / "projects"),
-            "--tenant",
-            tenant,
-            "--duration",
-            "16",
-            "--poll",
-            "0.3",
-            "--embedder",
-            "none",
-            "--extractor",
-            "heuristic",
-            "--dead-letter",
-            str(tmp_path / "dl"),
-        ],
-        settings=neo4j_settings,
-    )
-    writer.join()
-    assert not (tmp_path / "dl" / "dead-letter.jsonl").exists()
-    turns = driver.execute_query(
-        "MATCH (t:Turn {trajectory_uid: $u}) RETURN count(t) AS n", u=tid_uid
-    ).records[0]["n"]
+    with growing(target, lines, first=40, cut=50, chunk=20, pause_s=0.7):
+        follow(tmp_path / "projects", tenant, neo4j_settings, tmp_path / "dl", duration_s=16)
+    turns = scalar(driver, "MATCH (t:Turn {trajectory_uid: $u}) RETURN count(t)", u=tid_uid)
     assert turns == 32
     batch = ingested(source, args=NO_MODELS).tenant
     assert trajectory_digest(driver, db, tenant, A758) == trajectory_digest(driver, db, batch, A758)

@@ -3,12 +3,9 @@ tenants, auth, limits and hostile input."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import socket
-import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,9 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 
 from tests.integration.ingesting import Ingest, retries_log
+from tests.integration.servers import serve_in_thread
 from trajgraph.api import MAX_BODY_BYTES, create_app
 from trajgraph.settings import Settings
 
@@ -70,39 +67,13 @@ class Api:
             return e.code, json.loads(text)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _serving(settings: Settings) -> Iterator[str]:
-    """The API on a free port, in a thread: its base URL."""
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def api(neo4j_settings: Settings, ingested: Ingest) -> Iterator[Api]:
     runs = [ingested(TRAJ), ingested({**TRAJ, "id": "tenant-b-only"})]
     assert [r.summary.ingested for r in runs] == [1, 1]
     a, b = (r.tenant for r in runs)
     settings = dataclasses.replace(neo4j_settings, api_keys={KEY_A: a, KEY_B: b})
-    with _serving(settings) as url:
+    with serve_in_thread(create_app(settings)) as url:
         yield Api(url, a, b)
 
 
@@ -116,7 +87,7 @@ def test_a_server_whose_embedder_is_not_the_graphs_says_it_is_unavailable(
         api_keys={KEY_A: api.tenant_a},
         embedder=dataclasses.replace(neo4j_settings.embedder, kind="hash", dim=24),
     )
-    with _serving(other) as url:
+    with serve_in_thread(create_app(other)) as url:
         wrong = Api(url, api.tenant_a, api.tenant_b)
         status, body = wrong.call(
             "POST", "/v1/retrieve", {"question": "Which test failed?", "trajectory": TRAJ["id"]}

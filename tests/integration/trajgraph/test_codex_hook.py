@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +16,8 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
-from tests.integration.servers import child_env
+from tests.integration.servers import child_env, hook_server
 from tests.paths import AGENT_SESSIONS, REPO
-from trajgraph.graph import governance
-from trajgraph.hooks.server import alive
 from trajgraph.settings import Settings
 
 REVIEW_TOOL = (
@@ -33,29 +29,10 @@ SID = "019e7777-0000-7000-8000-000000000001"
 
 
 @pytest.fixture
-def tenant(driver: Any, neo4j_settings: Settings) -> Iterator[str]:
-    name = f"ch-{uuid.uuid4().hex[:8]}"
-    yield name
-    governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
-
-
-@pytest.fixture
 def server(neo4j_settings: Settings, tmp_path: Path) -> Iterator[dict[str, str]]:
     env = child_env(neo4j_settings, TRAJGRAPH_HOOK_DIR=str(tmp_path / "hook"), PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trajgraph.cli", "hook", "serve", "--idle-minutes", "5"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while not alive(tmp_path / "hook" / "hook.sock"):
-            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
-            time.sleep(0.2)
+    with hook_server(env, tmp_path / "hook"):
         yield env
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def hook(env: dict[str, str], agent: str, payload: dict[str, Any], *flags: str) -> Any:

@@ -8,21 +8,16 @@ The real files are in ../shared/corpora/codex-sessions (tests skip when it is ab
 from __future__ import annotations
 
 import json
-import threading
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.ingesting import NO_MODELS, Ingest
+from tests.integration.growing import follow, growing
+from tests.integration.ingesting import NO_MODELS, Ingest, scalar
 from tests.paths import CODEX_SESSIONS
-from trajgraph.graph import governance
 from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
-from trajgraph.jobs import stream
 from trajgraph.settings import Settings
 
 CODEMIE = "019e1625-789d-76c0-80ab-3724b5ddb799"
@@ -34,13 +29,6 @@ def rollouts() -> list[Path]:
     if not CODEX_SESSIONS.is_dir():
         pytest.skip(f"Codex sessions not found at {CODEX_SESSIONS} (see its README)")
     return sorted(CODEX_SESSIONS.rglob("*.jsonl"))
-
-
-@pytest.fixture
-def tenant(driver: Any, neo4j_settings: Settings) -> Iterator[str]:
-    name = f"cx-{uuid.uuid4().hex[:8]}"
-    yield name
-    governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
 
 
 def tool_calls(path: Path) -> tuple[str, int]:
@@ -100,41 +88,13 @@ def test_stream_follows_a_growing_rollout(
     live = tmp_path / "sessions" / "2026" / "05" / "11"
     live.mkdir(parents=True)
     target = live / source.name
-    target.write_bytes(b"".join(lines[:60]) + lines[60][:40])  # ends in a torn line
-
-    def grow() -> None:
-        time.sleep(4.0)
-        with target.open("ab") as f:
-            f.write(lines[60][40:])
-            f.flush()
-            for start in range(61, len(lines), 60):
-                f.write(b"".join(lines[start : start + 60]))
-                f.flush()
-                time.sleep(0.5)
-
-    writer = threading.Thread(target=grow)
-    writer.start()
-    stream.run(
-        [
-            str(tmp_path / "sessions"),
-            "--tenant",
-            tenant,
-            "--duration",
-            "20",
-            "--poll",
-            "0.3",
-            *NO_MODELS,
-            "--dead-letter",
-            str(tmp_path / "dl"),
-        ],
-        settings=neo4j_settings,
-    )
-    writer.join()
-    assert not (tmp_path / "dl" / "dead-letter.jsonl").exists()
-    turns = driver.execute_query(
-        "MATCH (t:Turn {trajectory_uid: $u}) RETURN count(t) AS n",
+    with growing(target, lines, first=60, cut=40, chunk=60, pause_s=0.5):
+        follow(tmp_path / "sessions", tenant, neo4j_settings, tmp_path / "dl", duration_s=20)
+    turns = scalar(
+        driver,
+        "MATCH (t:Turn {trajectory_uid: $u}) RETURN count(t)",
         u=ids.trajectory_uid(tenant, CODEMIE),
-    ).records[0]["n"]
+    )
     assert turns == 105
     db = neo4j_settings.neo4j.database
     batch = ingested(source, args=NO_MODELS).tenant

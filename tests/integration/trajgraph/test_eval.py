@@ -12,6 +12,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI, judge_by_reference
 from tests.paths import AMA_DEV
+from tests.trajectories import ama_episode
 from trajgraph.evaluation import harness as evaluation
 from trajgraph.evaluation.synthetic import generate
 from trajgraph.settings import Settings
@@ -86,20 +87,20 @@ def test_the_command_scores_a_users_episode_file(
 def test_the_command_scores_ama_bench_files_as_they_are(
     neo4j_settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    episode = {
-        "episode_id": 7,
-        "task": "Fix the port.",
-        "domain": "Software Engineering",
-        "trajectory": [
-            {"turn_idx": 0, "action": "cat app.env", "observation": "PORT=8081\nHOST=0.0.0.0"},
-            {"turn_idx": 1, "action": "sed -i 's/^PORT=.*/PORT=8080/' app.env", "observation": ""},
-            {"turn_idx": 2, "action": "python server.py", "observation": "listening on :8080"},
+    episode = ama_episode(
+        7,
+        "Fix the port.",
+        "Software Engineering",
+        [
+            ("cat app.env", "PORT=8081\nHOST=0.0.0.0"),
+            ("sed -i 's/^PORT=.*/PORT=8080/' app.env", ""),
+            ("python server.py", "listening on :8080"),
         ],
-        "qa_pairs": [
+        qa_pairs=[
             {"question": "What did step 2 print?", "answer": "listening on :8080", "type": "A"},
             {"question": "Which step set PORT to 8080?", "answer": "Step 1", "type": "C"},
         ],
-    }
+    )
     (tmp_path / "swebench-7.json").write_text(json.dumps(episode))
     code = evaluation.main(
         [

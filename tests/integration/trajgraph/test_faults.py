@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, fake_llm_settings
 from tests.integration.ingesting import Ingest
 from tests.integration.servers import Private
 from tests.paths import REPO
@@ -39,7 +39,7 @@ from trajgraph.graph import digest
 from trajgraph.graph import local_server as ls
 from trajgraph.graph.local_server import process as ls_process
 from trajgraph.jobs.summary import EXIT_FAILED, EXIT_PARTIAL
-from trajgraph.settings import LLMSettings, Settings
+from trajgraph.settings import Settings
 
 
 def _cli(*args: str) -> list[str]:
@@ -190,17 +190,7 @@ def test_neo4j_killed_mid_write_then_a_manifest_rerun_equals_a_clean_run(
 
 
 def _llm_settings(base: Settings, fake: FakeOpenAI, cache: Path) -> Settings:
-    llm = LLMSettings(
-        model="fake-model",
-        base_url=fake.url,
-        api_key="test-key",
-        timeout_s=1.0,
-        max_attempts=2,
-        max_backoff_s=0.05,
-        concurrency=1,  # faults are consumed in request order
-        cache_path=cache,
-    )
-    return dataclasses.replace(base, llm=llm)
+    return dataclasses.replace(base, llm=fake_llm_settings(fake, cache_path=cache))
 
 
 LLM = ("--extractor", "llm", "--embedder", "none")

@@ -10,31 +10,22 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.servers import child_env
+from bench.hook_bounds import request
+from tests.integration.servers import child_env, hook_server
 from tests.paths import REPO
 from trajgraph.errors import InputError
-from trajgraph.graph import governance
 from trajgraph.hooks import session_sync as engine_mod
-from trajgraph.hooks.server import MAX_CONNECTIONS, alive
+from trajgraph.hooks.server import MAX_CONNECTIONS
 from trajgraph.hooks.session_sync import HookEngine, SessionFile
 from trajgraph.settings import Settings
-
-
-@pytest.fixture
-def tenant(driver: Any, neo4j_settings: Settings) -> Iterator[str]:
-    name = f"hb-{uuid.uuid4().hex[:8]}"
-    yield name
-    governance.delete_tenant(driver, neo4j_settings.neo4j.database, name)
 
 
 @pytest.fixture
@@ -190,20 +181,8 @@ def server(
     (hook_dir / "hook.log").write_text("old line\n")
     os.chmod(hook_dir / "hook.log", 0o644)
     env = child_env(neo4j_settings, TRAJGRAPH_HOOK_DIR=str(hook_dir), PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trajgraph.cli", "hook", "serve", "--idle-minutes", "5"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while not alive(hook_dir / "hook.sock"):
-            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
-            time.sleep(0.2)
+    with hook_server(env, hook_dir) as proc:
         yield proc, hook_dir
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _threads(pid: int) -> int:
@@ -214,21 +193,7 @@ def _threads(pid: int) -> int:
 
 
 def _ask(sock: Path, hook: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(str(sock))
-        s.sendall(json.dumps({"tenant": "hb", "input": hook}).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        reply: dict[str, Any] = json.loads(data)
-        return reply
-    finally:
-        s.close()
+    return request(sock, {"tenant": "hb", "input": hook}, timeout)
 
 
 def test_the_server_keeps_its_folder_private_and_its_threads_bounded(

@@ -3,50 +3,36 @@ and streamable HTTP (bearer keys), against the real Neo4j."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import socket
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import uvicorn
 from mcp import Client, ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from tests.fake_openai import FakeOpenAI
-from tests.integration.ingesting import Ingest
+from tests.integration.ingesting import Ingest, retries_log
 from tests.integration.servers import child_env, serve_in_thread
 from trajgraph.client import TrajGraph
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph.embedders import get_embedder
-from trajgraph.http_guard import uvicorn_config
 from trajgraph.mcp_server import build_server, http_app
 from trajgraph.settings import LLMSettings, Settings
 
-TRAJ = {
-    "id": "mcp-retries",
-    "task": "Make tests/test_api.py pass.",
-    "turns": [
-        {"idx": 0, "action": "cat config.yaml", "observation": "retries=3"},
-        {
-            "idx": 1,
-            "action": "pytest tests/test_api.py",
-            "observation": "FAILED tests/test_api.py::test_retry - AssertionError\n1 failed",
-        },
-        {"idx": 2, "action": "sed -i 's/retries=3/retries=5/' config.yaml", "observation": ""},
-        {"idx": 3, "action": "pytest tests/test_api.py", "observation": "1 passed"},
-    ],
-}
+TRAJ = retries_log("mcp-retries")
 KEY = "mcp-key-" + "z" * 20
 TOOLS = {"retrieve", "why", "find_identifier", "run_code", "brief", "remind", "lessons"}
 KEY_OTHER = "mcp-other-" + "w" * 20
@@ -126,10 +112,16 @@ def test_stdio(mcp_tenant: str, neo4j_settings: Settings) -> None:
     anyio.run(main)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+@contextlib.asynccontextmanager
+async def _http_session(url: str, key: str) -> AsyncIterator[ClientSession]:
+    """An MCP client session over streamable HTTP, authenticated by ``key``."""
+    client = create_mcp_http_client(headers={"authorization": f"Bearer {key}"})
+    async with (
+        client,
+        streamable_http_client(url, http_client=client) as streams,
+        ClientSession(streams[0], streams[1]) as session,
+    ):
+        yield session
 
 
 def test_streamable_http_with_keys(mcp_tenant: str, driver: Any, neo4j_settings: Settings) -> None:
@@ -139,55 +131,35 @@ def test_streamable_http_with_keys(mcp_tenant: str, driver: Any, neo4j_settings:
         driver, database=neo4j_settings.neo4j.database, embedder=get_embedder(settings.embedder)
     )
     server = build_server(settings, client, stdio_tenant="never-used")
-    app = http_app(server, settings)
-    port = _free_port()
-    uv = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not uv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    url = f"http://127.0.0.1:{port}/mcp"
     try:
-        req = urllib.request.Request(url, data=b"{}", method="POST")
-        with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(req, timeout=10)
-        assert e.value.code == 401
+        with serve_in_thread(http_app(server, settings)) as base:
+            url = f"{base}/mcp"
+            req = urllib.request.Request(url, data=b"{}", method="POST")
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req, timeout=10)
+            assert e.value.code == 401
 
-        async def main() -> None:
-            client = create_mcp_http_client(headers={"authorization": f"Bearer {KEY}"})
-            async with (
-                client,
-                streamable_http_client(url, http_client=client) as streams,
-                ClientSession(streams[0], streams[1]) as session,
-            ):
-                await _exercise(session)
+            async def main() -> None:
+                async with _http_session(url, KEY) as session:
+                    await _exercise(session)
 
-        anyio.run(main)
+            anyio.run(main)
 
-        async def other_tenant() -> None:
-            client = create_mcp_http_client(headers={"authorization": f"Bearer {KEY_OTHER}"})
-            async with (
-                client,
-                streamable_http_client(url, http_client=client) as streams,
-                ClientSession(streams[0], streams[1]) as session,
-            ):
-                await session.initialize()
-                for tool, args in (
-                    ("brief", {"trajectory": TRAJ["id"]}),
-                    ("remind", {"trajectory": TRAJ["id"], "next_action": "ls"}),
-                ):
-                    result = await session.call_tool(tool, args)
-                    assert result.is_error, tool
-                    (message,) = result.content
-                    assert isinstance(message, types.TextContent)
-                    assert "no trajectory" in message.text
+            async def other_tenant() -> None:
+                async with _http_session(url, KEY_OTHER) as session:
+                    await session.initialize()
+                    for tool, args in (
+                        ("brief", {"trajectory": TRAJ["id"]}),
+                        ("remind", {"trajectory": TRAJ["id"], "next_action": "ls"}),
+                    ):
+                        result = await session.call_tool(tool, args)
+                        assert result.is_error, tool
+                        (message,) = result.content
+                        assert isinstance(message, types.TextContent)
+                        assert "no trajectory" in message.text
 
-        anyio.run(other_tenant)
+            anyio.run(other_tenant)
     finally:
-        uv.should_exit = True
-        thread.join(timeout=10)
         client.close()
 
 

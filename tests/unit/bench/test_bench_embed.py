@@ -9,22 +9,23 @@ from typing import Any
 
 from bench.embed_ingest import coverage_table, episode_files, load_episodes, report
 from bench.write_path import RAW, RAW_ORDER, build_graph_rows, raw_rows, synthetic_trajectory
+from tests.trajectories import ama_episode
 from trajgraph.graph.rows import ROW_KINDS
 
-EPISODE = {
-    "episode_id": "7",
-    "task": "Put a clean mug on the shelf.",
-    "domain": "ALFWorld",
-    "trajectory": [
-        {"turn_idx": 0, "action": "go to sink 1", "observation": "You see a mug 2."},
-        {"turn_idx": 1, "action": "take mug 2", "observation": {"inventory": ["mug 2"]}},
+EPISODE = ama_episode(
+    "7",
+    "Put a clean mug on the shelf.",
+    "ALFWorld",
+    [
+        ("go to sink 1", "You see a mug 2."),
+        ("take mug 2", {"inventory": ["mug 2"]}),
     ],
-    "qa_pairs": [
+    qa_pairs=[
         {"question": "What did the agent take at step 1?", "answer": "mug 2", "type": "A"},
         {"question": "Why could it take the mug?", "answer": "it was at sink 1", "type": "B"},
         {"question": "Odd one", "answer": "x", "type": "Z"},
     ],
-}
+)
 
 
 def test_ama_episodes_are_read_as_the_evaluation_reads_them(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from tests.fake_openai import FakeOpenAI
+from tests.trajectories import canonical_log, canonical_turns
 from trajgraph.errors import ConfigError, LLMError
 from trajgraph.extractors import get_extractor, resolve
 from trajgraph.extractors.base import Stats
@@ -26,31 +27,27 @@ from trajgraph.pipelines.windows import build_windows
 from trajgraph.schemas.extraction import ExtractionReply, reply_json_schema
 from trajgraph.settings import LLMSettings, load
 
-TRAJ: dict[str, Any] = {
-    "id": "unit-llm",
-    "tenant": "default",
-    "task": "Make the failing test in tests/test_app.py pass.",
-    "turns": [
-        {"idx": 0, "action": "ls src", "observation": "app.py\nutil.py"},
-        {
-            "idx": 1,
-            "action": "python -m pytest tests/test_app.py",
-            "observation": "FAILED tests/test_app.py::test_add - AssertionError: 3 != 4\n"
-            "1 failed in 0.02s",
-        },
-        {"idx": 2, "action": "cat src/app.py", "observation": "def add(a, b):\n    return a - b"},
-        {
-            "idx": 3,
-            "action": "sed -i 's/a - b/a + b/' src/app.py",
-            "observation": "(no output)",
-        },
-        {
-            "idx": 4,
-            "action": "python -m pytest tests/test_app.py",
-            "observation": "1 passed in 0.01s",
-        },
+TRAJ: dict[str, Any] = canonical_log(
+    "unit-llm",
+    "Make the failing test in tests/test_app.py pass.",
+    [
+        ("ls src", "app.py\nutil.py"),
+        (
+            "python -m pytest tests/test_app.py",
+            "FAILED tests/test_app.py::test_add - AssertionError: 3 != 4\n1 failed in 0.02s",
+        ),
+        ("cat src/app.py", "def add(a, b):\n    return a - b"),
+        ("sed -i 's/a - b/a + b/' src/app.py", "(no output)"),
+        ("python -m pytest tests/test_app.py", "1 passed in 0.01s"),
     ],
-}
+    tenant="default",
+)
+
+
+def _many_files(n: int) -> dict[str, Any]:
+    """TRAJ with ``n`` turns of 40 lines each: enough windows to fill several packs."""
+    steps = [(f"cat file_{i}.txt", f"line {i}\n" * 40) for i in range(n)]
+    return {**TRAJ, "turns": canonical_turns(steps)}
 
 
 def windows(traj: dict[str, Any] = TRAJ, budget: int = 512) -> list[Any]:
@@ -557,13 +554,7 @@ def test_unusable_replies_are_cached_so_reingest_costs_nothing(
 
 
 def test_concurrent_packs_all_arrive(fake_llm: FakeOpenAI) -> None:
-    long_traj = {
-        **TRAJ,
-        "turns": [
-            {"idx": i, "action": f"cat file_{i}.txt", "observation": f"line {i}\n" * 40}
-            for i in range(30)
-        ],
-    }
+    long_traj = _many_files(30)
     ex = LLMExtractor(settings(fake_llm, concurrency=4, pack_tokens=600))
     batch, stats = run(ex, windows(long_traj))
     assert stats["llm_calls"] == len(fake_llm.chat_requests) > 3
@@ -614,13 +605,7 @@ def test_llm_settings_from_environment() -> None:
 
 
 def test_a_down_server_is_not_retried_forever(fake_llm: FakeOpenAI) -> None:
-    long_traj = {
-        **TRAJ,
-        "turns": [
-            {"idx": i, "action": f"cat file_{i}.txt", "observation": f"line {i}\n" * 40}
-            for i in range(12)
-        ],
-    }
+    long_traj = _many_files(12)
     ex = LLMExtractor(settings(fake_llm, max_attempts=2, pack_tokens=300))
     fake_llm.script(*["500"] * 6)
     batch, stats = run(ex, windows(long_traj))

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fake_openai import FakeOpenAI
+from tests.trajectories import canonical_log
 from trajgraph.errors import LLMError
 from trajgraph.extractors import structured as so
 from trajgraph.extractors.base import Stats
@@ -24,16 +25,16 @@ from trajgraph.pipelines.windows import build_windows
 from trajgraph.schemas.extraction import MAX_WINDOWS_PER_REQUEST, reply_json_schema
 from trajgraph.settings import LLMSettings, load
 
-TRAJ: dict[str, Any] = {
-    "id": "unit-structured",
-    "tenant": "default",
-    "task": "Fix the failing test.",
-    "turns": [
-        {"idx": 0, "action": "pytest tests/test_a.py", "observation": "FAILED test_a - 3 != 4"},
-        {"idx": 1, "action": "sed -i 's/a - b/a + b/' src/a.py", "observation": "(no output)"},
-        {"idx": 2, "action": "pytest tests/test_a.py", "observation": "1 passed in 0.01s"},
+TRAJ: dict[str, Any] = canonical_log(
+    "unit-structured",
+    "Fix the failing test.",
+    [
+        ("pytest tests/test_a.py", "FAILED test_a - 3 != 4"),
+        ("sed -i 's/a - b/a + b/' src/a.py", "(no output)"),
+        ("pytest tests/test_a.py", "1 passed in 0.01s"),
     ],
-}
+    tenant="default",
+)
 
 
 def llm(fake: FakeOpenAI, **kw: Any) -> LLMSettings:

@@ -5,12 +5,12 @@ tests/unit/trajgraph/test_jvm.py)."""
 from __future__ import annotations
 
 import socket
-import stat
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from tests.fake_exe import fake_exe
 from trajgraph.errors import ServerError
 from trajgraph.graph import local_server as ls
 from trajgraph.settings import LocalServerSettings, Neo4jSettings, load
@@ -18,14 +18,6 @@ from trajgraph.settings import LocalServerSettings, Neo4jSettings, load
 
 def _local(tmp_path: Path, **changes: object) -> LocalServerSettings:
     return replace(LocalServerSettings(home=tmp_path / "home"), **changes)  # type: ignore[arg-type]
-
-
-def _fake_exe(directory: Path, name: str, script: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    exe = directory / name
-    exe.write_text("#!/bin/sh\n" + script)
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return exe
 
 
 def _conf_dict(text: str) -> dict[str, str]:
@@ -166,7 +158,7 @@ def test_find_java_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_find_java_too_old(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
-    _fake_exe(bin_dir, "java", "echo 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
+    fake_exe(bin_dir, "java", "echo 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
     monkeypatch.setenv("PATH", str(bin_dir))
     with pytest.raises(ServerError, match=r"needs Java 17 or 21.*is Java 11"):
         ls.find_java(_local(tmp_path))
@@ -176,9 +168,9 @@ def test_find_java_prefers_java_home_then_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old_home = tmp_path / "jdk11"
-    _fake_exe(old_home / "bin", "java", "echo 'openjdk version \"11.0.2\"' >&2\n")
+    fake_exe(old_home / "bin", "java", "echo 'openjdk version \"11.0.2\"' >&2\n")
     path_dir = tmp_path / "bin"
-    _fake_exe(path_dir, "java", "echo 'openjdk version \"21.0.1\"' >&2\n")
+    fake_exe(path_dir, "java", "echo 'openjdk version \"21.0.1\"' >&2\n")
     monkeypatch.setenv("PATH", str(path_dir))
     # JAVA_HOME too old for 5.26: the one on PATH is used instead.
     java = ls.find_java(_local(tmp_path, system_java_home=old_home))
@@ -210,7 +202,7 @@ def test_ensure_jars_mvn_fails_shows_output_tail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bin_dir = tmp_path / "bin"
-    _fake_exe(bin_dir, "mvn", "echo '[ERROR] Could not resolve org.neo4j:neo4j' >&2\nexit 1\n")
+    fake_exe(bin_dir, "mvn", "echo '[ERROR] Could not resolve org.neo4j:neo4j' >&2\nexit 1\n")
     monkeypatch.setenv("PATH", str(bin_dir))
     local = _local(tmp_path)
     with pytest.raises(ServerError, match=r"mvn failed \(exit 1\)[\s\S]*Could not resolve"):
@@ -225,7 +217,7 @@ def test_ensure_jars_marks_complete_and_reuses(
     bin_dir = tmp_path / "bin"
     calls = tmp_path / "calls"
     # A fake mvn that "copies" two jars into -DoutputDirectory.
-    _fake_exe(
+    fake_exe(
         bin_dir,
         "mvn",
         f'echo run >> "{calls}"\n'

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from tests.trajectories import ama_episode
 from trajgraph.errors import ConfigError, InputError
 from trajgraph.pipelines.adapters import FORMATS, OversizeRecord, normalize, split_records
 from trajgraph.pipelines.adapters.base import RawRecord
@@ -223,16 +224,13 @@ def canonical_traj(ident: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-AMA = {
-    "episode_id": "ep-7",
-    "task": "find the key",
-    "domain": "textworld",
-    "trajectory": [
-        {"turn_idx": 0, "action": "go north", "observation": "A hall."},
-        {"turn_idx": 1, "action": "take key", "observation": "Taken."},
-    ],
-    "qa_pairs": [{"question": "where?", "answer": "hall"}],
-}
+AMA = ama_episode(
+    "ep-7",
+    "find the key",
+    "textworld",
+    [("go north", "A hall."), ("take key", "Taken.")],
+    qa_pairs=[{"question": "where?", "answer": "hall"}],
+)
 
 
 def test_canonical_jsonl_bad_lines_fail_alone(tmp_path):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 import pytest
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
+from tests.fake_exe import fake_exe
 from trajgraph.errors import ConfigError, RunnerError
 from trajgraph.pipelines import prism, runners
 from trajgraph.settings import LocalServerSettings, Settings
@@ -38,17 +38,9 @@ exit 1
 """
 
 
-def _fake_exe(directory: Path, name: str, script: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    exe = directory / name
-    exe.write_text("#!/bin/sh\n" + script)
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return exe
-
-
 def _java_home(tmp_path: Path, version: str) -> Path:
     home = tmp_path / f"jdk{version}"
-    _fake_exe(home / "bin", "java", f"echo 'openjdk version \"{version}\" 2025-01-01' >&2\n")
+    fake_exe(home / "bin", "java", f"echo 'openjdk version \"{version}\" 2025-01-01' >&2\n")
     return home
 
 
@@ -116,7 +108,7 @@ def test_local_master_gets_loopback_remote_does_not() -> None:
 
 
 def test_other_runners_pass_through_untouched(tmp_path: Path) -> None:
-    mvn = _fake_exe(tmp_path / "bin", "mvn", "exit 9\n")
+    mvn = fake_exe(tmp_path / "bin", "mvn", "exit 9\n")
     for argv in ([], ["--runner", "DirectRunner", "--direct_num_workers", "2"], ["--x"]):
         assert runners.prepare_beam_args(argv, _settings(tmp_path), mvn=str(mvn)) == argv
     assert not (tmp_path / "bin" / "calls").exists()
@@ -141,7 +133,7 @@ def test_default_flink_version_is_beams_newest_published() -> None:
 
 
 def test_fetch_once_into_the_cache_then_reuse(tmp_path: Path) -> None:
-    mvn = _fake_exe(tmp_path / "bin", "mvn", GOOD_MVN)
+    mvn = fake_exe(tmp_path / "bin", "mvn", GOOD_MVN)
     settings = _settings(tmp_path)
     logs: list[str] = []
     out = runners.prepare_beam_args(
@@ -161,7 +153,7 @@ def test_fetch_once_into_the_cache_then_reuse(tmp_path: Path) -> None:
 
 
 def test_jar_cache_dir_flag_is_the_cache(tmp_path: Path) -> None:
-    mvn = _fake_exe(tmp_path / "bin", "mvn", GOOD_MVN)
+    mvn = fake_exe(tmp_path / "bin", "mvn", GOOD_MVN)
     cache = tmp_path / "elsewhere"
     out = runners.prepare_beam_args(
         ["--runner", "flink", f"--jar_cache_dir={cache}"], _settings(tmp_path), mvn=str(mvn)
@@ -170,7 +162,7 @@ def test_jar_cache_dir_flag_is_the_cache(tmp_path: Path) -> None:
 
 
 def test_fetch_failure_names_coordinates_repository_and_remedies(tmp_path: Path) -> None:
-    mvn = _fake_exe(tmp_path / "bin", "mvn", MISSING_MVN)
+    mvn = fake_exe(tmp_path / "bin", "mvn", MISSING_MVN)
     with pytest.raises(RunnerError) as info:
         runners.prepare_beam_args(["--runner", "FlinkRunner"], _settings(tmp_path), mvn=str(mvn))
     msg = str(info.value)
@@ -191,7 +183,7 @@ def test_fetch_without_maven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_given_jar_or_endpoint_needs_no_fetch(tmp_path: Path) -> None:
-    mvn = _fake_exe(tmp_path / "bin", "mvn", "exit 9\n")
+    mvn = fake_exe(tmp_path / "bin", "mvn", "exit 9\n")
     jar = tmp_path / "mine.jar"
     jar.write_text("jar")
     settings = _settings(tmp_path)
@@ -219,7 +211,7 @@ def test_given_jar_or_endpoint_needs_no_fetch(tmp_path: Path) -> None:
 
 
 def test_java_outside_the_job_servers_range_is_refused(tmp_path: Path) -> None:
-    mvn = _fake_exe(tmp_path / "bin", "mvn", GOOD_MVN)
+    mvn = fake_exe(tmp_path / "bin", "mvn", GOOD_MVN)
     for version in ("1.8.0_292", "25"):
         with pytest.raises(RunnerError, match=r"needs Java 11 to 21.*--job_server_java"):
             runners.prepare_beam_args(
@@ -244,7 +236,7 @@ def _prism_settings(tmp_path: Path, location: Path | None = None) -> Settings:
 
 def _built(settings: Settings) -> Path:
     binary = prism.cache_path(settings)
-    _fake_exe(binary.parent, binary.name, "exit 0\n")
+    fake_exe(binary.parent, binary.name, "exit 0\n")
     return binary
 
 
@@ -274,7 +266,7 @@ def test_prism_gets_the_cached_binary_quiet_logs_and_no_splitting(tmp_path: Path
 
 
 def test_prism_location_setting_wins_over_the_cache(tmp_path: Path) -> None:
-    mine = _fake_exe(tmp_path / "bin", "prism", "exit 0\n")
+    mine = fake_exe(tmp_path / "bin", "prism", "exit 0\n")
     settings = _prism_settings(tmp_path, mine)
     _built(settings)
     assert f"--prism_location={mine}" in runners.prepare_beam_args(["--runner=prism"], settings)
@@ -284,7 +276,7 @@ def test_prism_location_setting_wins_over_the_cache(tmp_path: Path) -> None:
 
 def test_prism_flags_of_the_user_win(tmp_path: Path) -> None:
     settings = _prism_settings(tmp_path)  # nothing built: none of these needs the cache
-    given = _fake_exe(tmp_path / "bin", "prism", "exit 0\n")
+    given = fake_exe(tmp_path / "bin", "prism", "exit 0\n")
     argv = ["--runner", "PrismRunner", f"--prism_location={given}", "--prism_log_level", "debug"]
     argv += ["--experiments", "a,prism_disable_sdf_split"]
     assert runners.prepare_beam_args(argv, settings) == argv

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fake_openai import FakeOpenAI, judge_by_reference
+from tests.trajectories import canonical_log
 from trajgraph import cli
 from trajgraph.errors import LLMError
 from trajgraph.evaluation import harness
@@ -21,17 +22,17 @@ from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.settings import LLMSettings, LocalLLMSettings, chat_endpoint
 
-EPISODE: dict[str, Any] = {
-    "id": "ep-1",
-    "task": "fix the retries",
-    "turns": [
-        {"idx": 0, "action": "cat app.ini", "observation": "retries=3\ntimeout=10"},
-        {"idx": 1, "action": "ls logs", "observation": "a.log b.log c.log"},
-        {"idx": 2, "action": "sed -i s/retries=3/retries=5/ app.ini", "observation": ""},
-        {"idx": 3, "action": "cat app.ini", "observation": "retries=5\ntimeout=10"},
+EPISODE: dict[str, Any] = canonical_log(
+    "ep-1",
+    "fix the retries",
+    [
+        ("cat app.ini", "retries=3\ntimeout=10"),
+        ("ls logs", "a.log b.log c.log"),
+        ("sed -i s/retries=3/retries=5/ app.ini", ""),
+        ("cat app.ini", "retries=5\ntimeout=10"),
     ],
-    "qa_pairs": [],
-}
+    qa_pairs=[],
+)
 
 
 def _reader(body: dict[str, Any]) -> str:

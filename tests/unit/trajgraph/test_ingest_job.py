@@ -16,7 +16,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from neo4j.exceptions import ServiceUnavailable
 
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, fake_llm_settings
 from trajgraph.demo import sample_trajectory
 from trajgraph.errors import ConfigError, GraphError, InputError
 from trajgraph.extractors.llm import LLMExtractor
@@ -34,7 +34,6 @@ from trajgraph.pipelines.adapters.base import Located
 from trajgraph.pipelines.ingest_pipeline import retry_rows
 from trajgraph.pipelines.transforms import BuildGraphRows
 from trajgraph.pipelines.windows import build_windows
-from trajgraph.settings import LLMSettings
 
 
 def _summary(**kw: Any) -> IngestSummary:
@@ -236,24 +235,12 @@ def test_the_summary_shows_the_first_dead_letter_reasons(tmp_path: Path) -> None
     assert s.to_json()["dead_letter_reasons"] == s.dead_letter_reasons
 
 
-def _llm(fake: FakeOpenAI) -> LLMSettings:
-    return LLMSettings(
-        model="fake-model",
-        base_url=fake.url,
-        api_key="test-key",
-        timeout_s=1.0,
-        max_attempts=2,
-        max_backoff_s=0.05,
-        concurrency=1,
-    )
-
-
 def test_llm_windows_are_retried_only_when_the_server_did_not_answer(
     fake_llm: FakeOpenAI,
 ) -> None:
     windows = build_windows(sample_trajectory(), budget_tokens=512)
     turns = [w.turn for w in windows]
-    ex = LLMExtractor(_llm(fake_llm))
+    ex = LLMExtractor(fake_llm_settings(fake_llm))
     fake_llm.script("500", "500")  # one packed request, both attempts fail
     assert ex.extract_windows(windows).retry == turns
     fake_llm.script("schema_invalid", "schema_invalid")  # answered, unusable: not a retry
@@ -269,7 +256,7 @@ def test_graph_rows_carry_the_windows_to_retry(fake_llm: FakeOpenAI) -> None:
         built = (
             p
             | beam.Create([Located("logs/demo.jsonl", "line 1", traj)])
-            | BuildGraphRows("llm", 512, _llm(fake_llm), use_cache=False)
+            | BuildGraphRows("llm", 512, fake_llm_settings(fake_llm), use_cache=False)
         )
         assert_that(
             built["rows"] | beam.FlatMap(retry_rows) | beam.Map(lambda r: r["source"]),

@@ -5,21 +5,13 @@ tests/unit/pipelines/test_runners.py)."""
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 import pytest
 
+from tests.fake_exe import fake_exe
 from trajgraph import jvm
 from trajgraph.errors import ServerError
-
-
-def _fake_exe(directory: Path, name: str, script: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    exe = directory / name
-    exe.write_text("#!/bin/sh\n" + script)
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return exe
 
 
 class Failed(Exception):
@@ -55,9 +47,9 @@ def test_find_java_takes_the_first_that_fits_the_need(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "jdk25"
-    _fake_exe(home / "bin", "java", "echo 'openjdk version \"25\"' >&2\n")
+    fake_exe(home / "bin", "java", "echo 'openjdk version \"25\"' >&2\n")
     path_dir = tmp_path / "bin"
-    _fake_exe(path_dir, "java", "echo 'openjdk version \"17.0.15\"' >&2\n")
+    fake_exe(path_dir, "java", "echo 'openjdk version \"17.0.15\"' >&2\n")
     monkeypatch.setenv("PATH", str(path_dir))
     java = jvm.find_java(need=(11, 21), what="a job server", system_java_home=home)
     assert (java.major, java.source, java.path) == (17, "PATH", path_dir / "java")
@@ -84,7 +76,7 @@ def test_pom_names_the_one_dependency() -> None:
 
 
 def test_fetch_jar_failure_goes_to_the_callers_error(tmp_path: Path) -> None:
-    mvn = _fake_exe(
+    mvn = fake_exe(
         tmp_path / "bin",
         "mvn",
         'echo "[ERROR] Could not find artifact a:b:jar:1 in central '
@@ -115,7 +107,7 @@ def test_fetch_without_maven_is_the_callers_error(
 
 def test_fetch_with_dependencies_once_then_reuse(tmp_path: Path) -> None:
     calls = tmp_path / "calls"
-    mvn = _fake_exe(
+    mvn = fake_exe(
         tmp_path / "bin",
         "mvn",
         f'echo run >> "{calls}"\n'
