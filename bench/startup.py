@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -26,12 +27,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# What each front end imports before its first useful instruction.
+# What each front end imports before its first useful instruction. HOOK stands for what the
+# checkout's console script imports on the way to its hook client (``hook_imports``).
+HOOK = "<hook>"
 ROWS: dict[str, str] = {
     "python -c pass (the floor)": "pass",
-    "hook client (trajgraph hook claude-code)": (
-        "import trajgraph.console, trajgraph.printable, trajgraph.hooks.claude_code"
-    ),
+    "hook client (trajgraph hook claude-code)": HOOK,
     "CLI (trajgraph.cli)": "import trajgraph.cli",
     "HTTP API (trajgraph.api)": "import trajgraph.api",
     "MCP server (trajgraph.mcp_server)": "import trajgraph.mcp_server",
@@ -39,7 +40,26 @@ ROWS: dict[str, str] = {
 }
 
 
+def hook_imports(checkout: Path | None) -> str:
+    """The console script's module (pyproject's ``[project.scripts]``), the hook client and,
+    where the checkout has it, the printable stdout the hook call prints through. Read from
+    the checkout's files: an editable install would serve a module the checkout lacks from
+    this one, and time a mix of the two versions."""
+    root = checkout or REPO
+    match = re.search(
+        r'^trajgraph\s*=\s*"([\w.]+):', (root / "pyproject.toml").read_text(), re.MULTILINE
+    )
+    if match is None:
+        raise SystemExit(f"{root}: no trajgraph console script in pyproject.toml")
+    modules = [match.group(1), "trajgraph.hooks.claude_code"]
+    if (root / "trajgraph" / "printable.py").exists():
+        modules.append("trajgraph.printable")
+    return "import " + ", ".join(modules)
+
+
 def _once(code: str, checkout: Path | None) -> float:
+    if code == HOOK:
+        code = hook_imports(checkout)
     env = dict(os.environ)
     if checkout is not None:
         env["PYTHONPATH"] = os.pathsep.join(

@@ -26,3 +26,13 @@ def test_a_checkout_that_cannot_import_a_row_is_named(tmp_path: Path) -> None:
 
 def test_the_p95_of_twenty_samples_is_the_nineteenth() -> None:
     assert startup._p95([float(i) for i in range(1, 21)]) == 19.0
+
+
+def test_the_hook_row_imports_what_each_checkouts_console_script_imports(tmp_path: Path) -> None:
+    assert startup.hook_imports(None) == (
+        "import trajgraph.console, trajgraph.hooks.claude_code, trajgraph.printable"
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        '[project.scripts]\ntrajgraph = "trajgraph.cli:main"\n'
+    )
+    assert startup.hook_imports(tmp_path) == "import trajgraph.cli, trajgraph.hooks.claude_code"
