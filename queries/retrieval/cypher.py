@@ -260,9 +260,9 @@ WITH count(*) AS raw, collect(
 RETURN raw, hits
 """
 
+# Across a tenant (one trajectory's are TRAJECTORY_IDENTIFIER_TURNS).
 IDENTIFIER_TURNS = """
 MATCH (o:Object {tenant: $tenant, name: $name})
-WHERE $trajectory IS NULL OR o.trajectory_id = $trajectory
 MATCH (o)-[:MENTIONED_IN]->(t:Turn)
 RETURN o.uid AS object_uid, o.trajectory_id AS trajectory_id, t.uid AS uid, t.idx AS turn
 ORDER BY trajectory_id, turn

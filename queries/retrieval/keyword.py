@@ -55,13 +55,7 @@ def keyword(
                 cypher.TRAJECTORY_IDENTIFIER_TURNS, tuid=scope["tuid"], name=name, limit=1000
             )
         else:
-            rows = run.read(
-                cypher.IDENTIFIER_TURNS,
-                tenant=scope["tenant"],
-                name=name,
-                trajectory=None,
-                limit=1000,
-            )
+            rows = run.read(cypher.IDENTIFIER_TURNS, tenant=scope["tenant"], name=name, limit=1000)
         if not rows and scope["tuid"]:
             rows = run.read(cypher.TURNS_CONTAINING, tuid=scope["tuid"], text=name, limit=1000)
         counts.setdefault("identifier_turns", {})[name] = len(rows)
