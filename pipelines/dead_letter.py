@@ -13,7 +13,8 @@ import json
 import os
 import threading
 import uuid
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 import apache_beam as beam
 
@@ -168,7 +169,8 @@ class AppendDeadLetterFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._pending = []
 
-    def process(self, row: dict[str, Any]) -> None:
+    def process(self, row: dict[str, Any]) -> Iterator[NoReturn]:
+        yield from ()  # a sink; still a generator, as Beam expects of process
         line = to_json_line(row) + "\n"
         if not files.is_local(self._path):
             self._pending.append(line)

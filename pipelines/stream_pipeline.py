@@ -14,7 +14,7 @@ import argparse
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,7 +257,7 @@ class _ParseFn(beam.DoFn):
         self._tenant = tenant
         self._records_choose = tenant_from_records
 
-    def process(self, line: Any) -> Any:
+    def process(self, line: Any) -> Iterator[dict[str, Any]]:
         progress.bump("events")
         beam.metrics.Metrics.counter(NS, "events").inc()
         event = parse_event(line, self._tenant)

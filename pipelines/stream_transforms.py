@@ -40,7 +40,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import apache_beam as beam
 from apache_beam.coders import PickleCoder, VarIntCoder
@@ -693,7 +693,8 @@ class AssembleTrajectoryFn(beam.DoFn):
         record: Any = _RECORD_PARAM,
         timestamp: Any = beam.DoFn.TimestampParam,
         window: Any = beam.DoFn.WindowParam,
-    ) -> None:
+    ) -> Iterator[NoReturn]:
+        yield from ()  # emits in finish_bundle; still a generator, as Beam expects of process
         key, ev = keyed
         rec = record.read() or {"turns": {}, "header": {}, "footer": {}}
         if not apply_event(rec, ev):
@@ -748,7 +749,10 @@ class WriteNewestVersionFn(beam.DoFn):
             batch_size=self._batch_size,
         )
 
-    def process(self, keyed: tuple[str, GraphRows], written: Any = _WRITTEN_PARAM) -> None:
+    def process(
+        self, keyed: tuple[str, GraphRows], written: Any = _WRITTEN_PARAM
+    ) -> Iterator[NoReturn]:
+        yield from ()  # a sink; still a generator, as Beam expects of process
         _, rows = keyed
         newest = written.read() or 0
         if rows.version and rows.version <= newest:

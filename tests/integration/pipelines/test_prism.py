@@ -367,7 +367,7 @@ def _write_bundle(neo: Any, rows: Any) -> None:
     fn.setup()
     try:
         fn.start_bundle()
-        fn.process(rows)
+        list(fn.process(rows))  # a generator, as Beam runs it
         fn.finish_bundle()
     finally:
         fn.teardown()

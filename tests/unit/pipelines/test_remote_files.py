@@ -77,8 +77,8 @@ def test_workers_write_dead_letters_to_the_store(store: str) -> None:
 def test_stream_dead_letters_on_a_store_go_one_file_per_bundle(store: str) -> None:
     fn = AppendDeadLetterFn(f"{store}/stream/dead-letter.jsonl")
     fn.start_bundle()
-    fn.process({"stage": "parse", "reason": "not JSON"})
-    fn.process({"stage": "validate", "reason": "bad"})
+    list(fn.process({"stage": "parse", "reason": "not JSON"}))
+    list(fn.process({"stage": "validate", "reason": "bad"}))
     fn.finish_bundle()
     fn.start_bundle()
     fn.finish_bundle()  # nothing pending: no file
