@@ -31,7 +31,7 @@ from typing import Any
 
 import neo4j
 
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
 from trajgraph.graph.connection import open_driver
 from trajgraph.queries import library
 

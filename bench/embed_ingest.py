@@ -111,7 +111,7 @@ def child(data: Path, budget: int, quality: bool, methods: list[str]) -> int:
     RSS, then the quality pass. Prints one JSON line."""
     import logging
 
-    from trajgraph import settings as settings_mod
+    from trajgraph.core import settings as settings_mod
     from trajgraph.evaluation import harness
     from trajgraph.jobs import ingest
 
@@ -214,7 +214,7 @@ def _run_child(
 
 def _ensure_static_table(env: dict[str, str]) -> str:
     """Derive the static table before the timed runs (a one-time cost, reported apart)."""
-    from trajgraph import settings as settings_mod
+    from trajgraph.core import settings as settings_mod
     from trajgraph.graph.static_embedder import DEFAULT_DIM, load_or_derive
 
     s = settings_mod.load(env).embedder
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    from trajgraph import settings as settings_mod
+    from trajgraph.core import settings as settings_mod
     from trajgraph.graph import local_server
 
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
 from trajgraph.extractors.actions import canonical, is_read_only, similarity
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver

@@ -54,7 +54,8 @@ from typing import Any
 
 import neo4j
 
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
+from trajgraph.core.tokens import count_tokens
 from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.extractors.merge import merge
 from trajgraph.extractors.resolutions import (
@@ -65,13 +66,12 @@ from trajgraph.extractors.resolutions import (
     share_key_action,
     turn_steps,
 )
+from trajgraph.extractors.windows import build_windows
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.graph.lesson_rows import full_error_line, turn_facts
 from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.tokens import count_tokens
-from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.lessons import lessons
 from trajgraph.queries.lessons.lookup import MAX_BUDGET, RERUN
 

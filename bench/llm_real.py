@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trajgraph.core.settings import LLMSettings, load, local_llm_endpoint
 from trajgraph.extractors import local_llm
 from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.extractors.llm import LLMExtractor
 from trajgraph.extractors.structured import NEGOTIATOR
+from trajgraph.extractors.windows import Window, build_windows
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.windows import Window, build_windows
-from trajgraph.settings import LLMSettings, load, local_llm_endpoint
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.fake_openai import FakeOpenAI
+from trajgraph.core.settings import LLMSettings
+from trajgraph.core.tokens import count_tokens
 from trajgraph.extractors.llm import LLMExtractor
+from trajgraph.extractors.windows import build_windows
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.preflight import expand_paths
-from trajgraph.pipelines.tokens import count_tokens
-from trajgraph.pipelines.windows import build_windows
-from trajgraph.settings import LLMSettings
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL = 1.3

@@ -50,13 +50,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.paths import AGENT_SESSIONS, CODEX_SESSIONS
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
+from trajgraph.core.tokens import count_tokens
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.hooks.server import alive
 from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters.codex import read_rollout
-from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.memory.project import (
     ProjectFacts,
     Reader,

@@ -46,7 +46,7 @@ from typing import Any
 
 import neo4j
 
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
 from trajgraph.extractors.actions import (
     Canon,
     assignments,

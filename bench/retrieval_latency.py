@@ -40,15 +40,15 @@ import neo4j
 import numpy as np
 
 from bench.write_path import synthetic_trajectory
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
 from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.extractors.merge import merge
+from trajgraph.extractors.windows import build_windows
 from trajgraph.graph import local_server
 from trajgraph.graph.connection import open_driver
 from trajgraph.graph.embedders import HashEmbedder, LocalEmbedder
 from trajgraph.graph.rows import build_rows, content_hash
 from trajgraph.graph.writer import GraphWriter, ensure_embedding_space, ensure_schema
-from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.retrieval import retriever as retriever_mod
 from trajgraph.queries.retrieval.retriever import Retriever
 

@@ -170,7 +170,7 @@ def _run_child(
 
 
 def _cleanup(tenant: str) -> None:
-    from trajgraph import settings as settings_mod
+    from trajgraph.core import settings as settings_mod
     from trajgraph.graph.connection import open_driver
 
     settings = settings_mod.load()
@@ -186,8 +186,8 @@ def _cleanup(tenant: str) -> None:
 
 def _prism_binary() -> tuple[str | None, str]:
     """The binary `trajgraph ingest --runner PrismRunner` would use, or why there is none."""
-    from trajgraph import settings as settings_mod
-    from trajgraph.errors import RunnerError
+    from trajgraph.core import settings as settings_mod
+    from trajgraph.core.errors import RunnerError
     from trajgraph.pipelines import prism
 
     try:

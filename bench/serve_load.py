@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
 from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.jobs import ingest

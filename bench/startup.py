@@ -52,8 +52,10 @@ def hook_imports(checkout: Path | None) -> str:
     if match is None:
         raise SystemExit(f"{root}: no trajgraph console script in pyproject.toml")
     modules = [match.group(1), "trajgraph.hooks.claude_code"]
-    if (root / "trajgraph" / "printable.py").exists():
-        modules.append("trajgraph.printable")
+    for module in ("trajgraph.core.printable", "trajgraph.printable"):  # after / before issue 41
+        if (root / (module.replace(".", "/") + ".py")).exists():
+            modules.append(module)
+            break
     return "import " + ", ".join(modules)
 
 

@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
 from trajgraph.graph import governance
 from trajgraph.graph import node_ids as ids
 from trajgraph.graph.connection import open_driver

@@ -37,15 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.private_neo4j import empty_database, private_neo4j
-from trajgraph import settings as settings_mod
+from trajgraph.core import settings as settings_mod
 from trajgraph.extractors import get_extractor
 from trajgraph.extractors.merge import merge
+from trajgraph.extractors.windows import build_windows
 from trajgraph.graph.connection import open_driver
 from trajgraph.graph.embedders import embedder_name, get_embedder, state_text, turn_text
 from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
 from trajgraph.graph.writer import GraphWriter, ensure_embedding_space, ensure_schema
 from trajgraph.jobs import ingest
-from trajgraph.pipelines.windows import build_windows
 
 TENANT = "bench"
 GOAL = 0.8  # issue 36: the pipeline at 0.8 of the fair raw write

@@ -7,7 +7,8 @@
 #   bash deploy/dev.sh demo          setup + start Neo4j + `trajgraph demo` (Neo4j keeps running)
 #   bash deploy/dev.sh test          setup + the dev lock + the local LLM (llama-cpp-python built
 #                                    once, cached) + Beam's Prism runner (built once; needs Go) +
-#                                    Neo4j + ruff + mypy + pytest (unit and integration)
+#                                    Neo4j + ruff + lint-imports + mypy + pytest (unit and
+#                                    integration)
 #   bash deploy/dev.sh compat WHICH  WHICH = floor (the lowest versions pyproject.toml allows) or
 #                                    newest (the newest it allows): a venv of its own, then the
 #                                    unit tests and the demo; names the packages that broke it
@@ -307,7 +308,7 @@ neo4j() { "$PY" -m trajgraph.graph.local_server "$@"; }
 # graph still holds the old vectors, and ingest refuses to mix them: make them again (a no-op
 # when they already match). Only for a local Neo4j: a shared one is its owner's to move.
 follow_embedder() {
-  if "$PY" -c 'import sys; from trajgraph.settings import load; from trajgraph.graph.local_server import is_local_uri; sys.exit(0 if is_local_uri(load().neo4j.uri) else 1)'; then
+  if "$PY" -c 'import sys; from trajgraph.core.settings import load; from trajgraph.graph.local_server import is_local_uri; sys.exit(0 if is_local_uri(load().neo4j.uri) else 1)'; then
     "$VENV/bin/trajgraph" reembed
   fi
 }
@@ -355,6 +356,8 @@ cmd_test() {
   local failed=()
   say "ruff check ."
   "$VENV/bin/ruff" check . || failed+=(ruff)
+  say "lint-imports (the floors: pyproject.toml [tool.importlinter])"
+  "$VENV/bin/lint-imports" || failed+=(lint-imports)
   say "mypy"
   "$VENV/bin/mypy" || failed+=(mypy)
   say "pytest -q"

@@ -56,11 +56,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from trajgraph.core.settings import LLMSettings
+from trajgraph.core.tokens import count_tokens
 from trajgraph.extractors.heuristic import HeuristicExtractor
+from trajgraph.extractors.windows import Window
 from trajgraph.graph.embedders import HashEmbedder
-from trajgraph.pipelines.tokens import count_tokens
-from trajgraph.pipelines.windows import Window
-from trajgraph.settings import LLMSettings
 
 _BLOCK = re.compile(r"<<<LOG (\w+)>>>\n(.*?)<<<END \1>>>", re.DOTALL)
 _PART = re.compile(r"^\[turn (\d+) (action|observation)\]$", re.MULTILINE)

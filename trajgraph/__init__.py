@@ -9,7 +9,7 @@ The public surface, for code that uses trajgraph as a library::
 
 ``TrajGraph`` (trajgraph/client.py) is the one entry point every front end uses; the
 settings are read from the environment by ``load_settings``; every error trajgraph raises on
-purpose is a ``TrajgraphError`` (trajgraph/errors.py says what each means to a caller).
+purpose is a ``TrajgraphError`` (trajgraph/core/errors.py says what each means to a caller).
 Everything else is internal and may change.
 """
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names are, for type checkers; loaded on first use below
     from trajgraph.client import Timeouts, TrajGraph
-    from trajgraph.errors import (
+    from trajgraph.core.errors import (
         ApiError,
         BusyError,
         ConfigError,
@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers; loaded on first use 
         ServerError,
         TrajgraphError,
     )
-    from trajgraph.settings import Settings
-    from trajgraph.settings import load as load_settings
+    from trajgraph.core.settings import Settings
+    from trajgraph.core.settings import load as load_settings
 
 __all__ = [
     "ApiError",
@@ -67,11 +67,11 @@ __all__ = [
 # milliseconds; the client alone pulls in the Neo4j driver and numpy.
 _ERRORS = [n for n in __all__ if n.endswith("Error")]
 _HOMES: dict[str, tuple[str, str]] = {
-    **{name: ("trajgraph.errors", name) for name in _ERRORS},
+    **{name: ("trajgraph.core.errors", name) for name in _ERRORS},
     "TrajGraph": ("trajgraph.client", "TrajGraph"),
     "Timeouts": ("trajgraph.client", "Timeouts"),
-    "Settings": ("trajgraph.settings", "Settings"),
-    "load_settings": ("trajgraph.settings", "load"),
+    "Settings": ("trajgraph.core.settings", "Settings"),
+    "load_settings": ("trajgraph.core.settings", "load"),
 }
 
 

@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import trajgraph
 from trajgraph.auth import tenant_for
 from trajgraph.client import TrajGraph
-from trajgraph.errors import (
+from trajgraph.core.errors import (
     UNEXPECTED,
     ApiError,
     ConfigError,
@@ -42,6 +42,8 @@ from trajgraph.errors import (
     one_line,
     public_message,
 )
+from trajgraph.core.redaction import install_log_redaction, remember_secrets
+from trajgraph.core.settings import Settings
 from trajgraph.http_guard import ASGIApp, Receive, RequestGuard, Scope, Send
 from trajgraph.limits import (
     MAX_BODY_BYTES,
@@ -65,9 +67,7 @@ from trajgraph.limits import (
 from trajgraph.otlp import receiver as otlp
 from trajgraph.queries import lessons as lessons_mod
 from trajgraph.queries.memory import brief as brief_mod
-from trajgraph.redaction import install_log_redaction, remember_secrets
 from trajgraph.schemas.ids import escape_unprintable
-from trajgraph.settings import Settings
 
 log = logging.getLogger(__name__)
 MAX_ECHO_CHARS = 120  # of a caller's field name in a 422's message
@@ -423,7 +423,7 @@ async def _bounded(fn: Callable[[], Any]) -> Any:
 
 
 def error_response(e: TrajgraphError, request: Request) -> JSONResponse:
-    """The JSON error for ``e`` by the error contract (trajgraph.errors.CONTRACT): its
+    """The JSON error for ``e`` by the error contract (trajgraph.core.errors.CONTRACT): its
     status, its code, and a message without stack traces or infrastructure details. Logged:
     outages in one line, what should not happen with its traceback, a caller's mistakes not
     at all."""

@@ -12,11 +12,11 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError, TrajgraphError, exit_code, meaning, one_line
-from trajgraph.printable import printable_stdout
+from trajgraph.core import settings as settings_mod
+from trajgraph.core.errors import ConfigError, TrajgraphError, exit_code, meaning, one_line
+from trajgraph.core.printable import printable_stdout
+from trajgraph.core.redaction import install_log_redaction
 from trajgraph.queries.retrieval.base import MODES
-from trajgraph.redaction import install_log_redaction
 from trajgraph.schemas.ids import id_problem
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def _quiet_batch_size_fit() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code. Errors end it with one line on stderr, never a
-    traceback, and the exit code of the error contract (trajgraph.errors.CONTRACT): 1 for
+    traceback, and the exit code of the error contract (trajgraph.core.errors.CONTRACT): 1 for
     what a rerun may fix (Neo4j or the LLM unavailable), 2 for what the caller must change
     (configuration, input, a name that is not there)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -446,7 +446,11 @@ def _neo4j(action: str, settings: settings_mod.Settings) -> int:
         st = local_server.start(settings.neo4j, settings.local)
         print(f"Neo4j {settings.local.version} running (pid {st.pid}) at {st.bolt_uri}")
         if settings.local.browser:
-            from trajgraph.graph.local_server import process
+            from trajgraph.core import process
+            from trajgraph.graph.local_server.browser import write_guide
+            from trajgraph.queries.library.browser_guide import guide_html
+
+            write_guide(settings.local, guide_html())
 
             if not process.port_open(settings.local.http_port):
                 print("it was already running without the Browser: `trajgraph neo4j stop`, then")

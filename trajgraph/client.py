@@ -10,7 +10,7 @@ server all use it; so can a notebook::
 
 One instance is safe to share between threads (the API's thread pool): it holds one driver,
 and every call runs in its own session. The tenant is a per-call argument; it defaults to the
-client's. Errors follow the contract in trajgraph/errors.py: NotFoundError, GraphError (Neo4j
+client's. Errors follow the contract in trajgraph/core/errors.py: NotFoundError, GraphError (Neo4j
 unreachable or failing), LLMError, ConfigError (bad arguments).
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from trajgraph.errors import ConfigError, InputError, NotFoundError
+from trajgraph.core.errors import ConfigError, InputError, NotFoundError
 from trajgraph.graph.connection import READ_TIMEOUTS, DriverTimeouts, open_driver, ping
 from trajgraph.queries.lessons import DEFAULT_BUDGET as LESSONS_BUDGET
 from trajgraph.queries.memory.brief import DEFAULT_BUDGET
@@ -30,13 +30,13 @@ from trajgraph.queries.memory.brief import DEFAULT_BUDGET
 if TYPE_CHECKING:
     import neo4j
 
+    from trajgraph.core.settings import Settings
     from trajgraph.graph.embedders import Embedder
     from trajgraph.graph.governance import Deleted
     from trajgraph.queries.lessons import Lessons
     from trajgraph.queries.memory import Brief, Reminder
     from trajgraph.queries.memory.project import ProjectBrief
     from trajgraph.queries.retrieval import Retrieval, Retriever
-    from trajgraph.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,9 @@ class TrajGraph:
         """Wrap an open ``driver``. ``owns_driver``: ``close()`` closes it too (it does when
         ``from_settings`` opened it). The embedder defaults to the default embedder of the
         settings (the static one), loaded on the first question that needs it."""
+        from trajgraph.core.settings import EmbedderSettings
         from trajgraph.graph.embedders import get_embedder
         from trajgraph.queries.retrieval import Retriever
-        from trajgraph.settings import EmbedderSettings
 
         self.driver = driver
         self.database = database
@@ -132,7 +132,7 @@ class TrajGraph:
         """The client the configuration describes (None: read it from the environment):
         its Neo4j, database, tenant, embedder and LLM. ``verify``: fail now (GraphError) when
         Neo4j does not answer; without it, the first call does."""
-        from trajgraph import settings as settings_mod
+        from trajgraph.core import settings as settings_mod
         from trajgraph.extractors.llm_client import optional_chat_client
         from trajgraph.graph.embedders import get_embedder
 

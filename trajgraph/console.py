@@ -18,8 +18,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     hook_call = len(args) >= 2 and args[0] == "hook" and args[1] in HOOK_AGENTS
     if hook_call and not {"-h", "--help"} & set(args[2:]):  # --help: the CLI prints it
+        from trajgraph.core.printable import printable_stdout
         from trajgraph.hooks.claude_code import main as hook
-        from trajgraph.printable import printable_stdout
 
         with printable_stdout():  # as the CLI prints: the answer quotes the agent's logs
             return hook(args[2:], agent=args[1])

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trajgraph.settings import Settings
+from trajgraph.core.settings import Settings
 
 DEMO_ID = "demo-fix-failing-test"
 WHY_TURN = 5

@@ -25,7 +25,9 @@ from mcp.types import INVALID_PARAMS
 import trajgraph
 from trajgraph.auth import tenant_for
 from trajgraph.client import TrajGraph
-from trajgraph.errors import ConfigError, meaning, one_line, public_message
+from trajgraph.core.errors import ConfigError, meaning, one_line, public_message
+from trajgraph.core.redaction import install_log_redaction, remember_secrets
+from trajgraph.core.settings import Settings
 from trajgraph.http_guard import send_error
 from trajgraph.limits import (
     REQUEST_TIMEOUT_S,
@@ -46,8 +48,6 @@ from trajgraph.limits import (
 )
 from trajgraph.queries import lessons as lessons_mod
 from trajgraph.queries.memory import brief as brief_mod
-from trajgraph.redaction import install_log_redaction, remember_secrets
-from trajgraph.settings import Settings
 
 log = logging.getLogger(__name__)
 

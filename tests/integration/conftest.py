@@ -25,10 +25,10 @@ from tests.integration.servers import (
     prism_job_server,
     private_neo4j_server,
 )
-from trajgraph.errors import RunnerError
+from trajgraph.core.errors import RunnerError
+from trajgraph.core.settings import LLMSettings, Settings, load
 from trajgraph.graph import governance, local_server
 from trajgraph.pipelines import prism
-from trajgraph.settings import LLMSettings, Settings, load
 
 HERE = Path(__file__).resolve().parent
 

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.integration.ingesting import NO_MODELS
+from trajgraph.core.settings import Settings
 from trajgraph.jobs import stream
-from trajgraph.settings import Settings
 
 
 @contextmanager

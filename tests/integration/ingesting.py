@@ -22,13 +22,13 @@ import neo4j
 
 from tests.trajectories import canonical_log
 from trajgraph.client import TrajGraph
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
 from trajgraph.graph.rows import GraphRows
 from trajgraph.jobs import ingest
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import Located
 from trajgraph.pipelines.transforms import ExtractTrajectoryFn
-from trajgraph.settings import Settings
 
 # A log: a file or folder, or the records of one (a dict, or a list of dicts) to write as JSONL.
 Log = str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]]

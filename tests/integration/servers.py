@@ -23,11 +23,11 @@ import neo4j
 import uvicorn
 
 from tests.paths import REPO
+from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher, digest
 from trajgraph.graph import local_server as ls
 from trajgraph.hooks.server import alive
 from trajgraph.http_guard import uvicorn_config
-from trajgraph.settings import Settings
 
 
 def child_env(settings: Settings, **extra: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from trajgraph.pipelines.tokens import count_tokens, fit_head_tail
+from trajgraph.core.tokens import count_tokens, fit_head_tail
 
 Method = Callable[[dict[str, Any], str, int], str]
 _WORD = re.compile(r"[A-Za-z0-9_]+")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.evaluation.report import group_order
 
 RESAMPLES = 20_000  # the interval's ends move by about 0.001 between seeds at this count

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 
 CAPABILITIES = {"A": "recall", "B": "causal", "C": "state_updating", "D": "state_abstraction"}
 CAPABILITY_ORDER = ("recall", "causal", "state_updating", "state_abstraction")

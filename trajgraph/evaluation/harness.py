@@ -41,8 +41,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trajgraph import settings as settings_mod
-from trajgraph.errors import InputError
+from trajgraph.core import settings as settings_mod
+from trajgraph.core.errors import InputError
+from trajgraph.core.settings import LOCAL_LLM_MODEL
+from trajgraph.core.tokens import count_tokens
 from trajgraph.evaluation.baselines import (
     Method,
     bm25,
@@ -68,9 +70,7 @@ from trajgraph.graph import governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.jobs import ingest
-from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.retrieval.retriever import Retriever
-from trajgraph.settings import LOCAL_LLM_MODEL
 
 __all__ = [
     "BASELINES",
@@ -453,7 +453,7 @@ def _endpoint(
 def _client(role: str, endpoint: settings_mod.LLMSettings) -> tuple[Any, str]:
     """A ChatClient for one role, its model asked of the server when not given, and how to
     name it ("model at URL")."""
-    from trajgraph.errors import ConfigError, LLMError
+    from trajgraph.core.errors import ConfigError, LLMError
     from trajgraph.extractors.base import Stats
     from trajgraph.extractors.llm_client import ChatClient
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajgraph.errors import LLMError, LLMReplyError
+from trajgraph.core.errors import LLMError, LLMReplyError
 from trajgraph.extractors.llm_client import reply_text, structured
 from trajgraph.schemas.extraction import strict_json_schema
 

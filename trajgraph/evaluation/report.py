@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
 from trajgraph.evaluation.episodes import CAPABILITY_ORDER
 
 CEILING = "whole_trajectory"

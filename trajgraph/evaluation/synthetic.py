@@ -29,7 +29,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.core.tokens import count_tokens
 
 KEYS = ("retries", "timeout", "pool_size", "batch", "port")
 GOOD = {"retries": "5", "timeout": "30", "pool_size": "8", "batch": "64", "port": "8080"}

@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from trajgraph.errors import NotFoundError
+from trajgraph.core.errors import NotFoundError
 from trajgraph.hooks.channels import DenyOnce, pre_tool_channel
 from trajgraph.hooks.protocol import hook_output
 

@@ -27,16 +27,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trajgraph.core.env import hook_dir_of, tenant_of
 from trajgraph.hooks.protocol import (
     DECISIONS,
     LOG_NAME,
     MAX_MESSAGE_BYTES,
     SOCKET_NAME,
     STARTING_NAME,
-    hook_dir_of,
     open_private,
     private_dir,
-    tenant_of,
 )
 
 MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -111,7 +110,7 @@ def main(
         }
         deadline = started + args.budget_ms / 1000
         if args.in_process:
-            from trajgraph import settings as settings_mod
+            from trajgraph.core import settings as settings_mod
 
             reply = _in_process(settings_mod.load(), request, deadline)
         else:

@@ -54,7 +54,7 @@ class AgentHookEngine(HookEngine):
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         state = self._file(tenant, transcript_path)
-        with state.lock:
+        with self._locked(state):  # bounded, as for Claude Code: a stuck call means silence
             self._read_new_lines(state)
             timings["read"] = _ms(t0)
             rollout = read_rollout(state.lines.records)

@@ -11,7 +11,6 @@ blocks the call and shows the reason to the model.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,18 +45,6 @@ def hook_output(event: str, reminder: Any, decision: str = "context") -> dict[st
     else:
         specific["additionalContext"] = text
     return {"hookSpecificOutput": specific}
-
-
-def hook_dir_of(env: Mapping[str, str]) -> Path:
-    """TRAJGRAPH_HOOK_DIR, else ~/.cache/trajgraph/hook (Settings.hook_dir reads it here: the
-    hook client reads it without loading every setting)."""
-    raw = env.get("TRAJGRAPH_HOOK_DIR")
-    return Path(raw) if raw else Path.home() / ".cache" / "trajgraph" / "hook"
-
-
-def tenant_of(env: Mapping[str, str]) -> str:
-    """TRAJGRAPH_TENANT, else ``default`` (Settings.tenant reads it here too)."""
-    return env.get("TRAJGRAPH_TENANT") or "default"
 
 
 def private_dir(hook_dir: Path) -> Path:

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trajgraph import settings as settings_mod
-from trajgraph.errors import BusyError, InputError
+from trajgraph.core import settings as settings_mod
+from trajgraph.core.errors import BusyError, InputError
 from trajgraph.hooks import agents
 from trajgraph.hooks.protocol import (
     LOG_NAME,

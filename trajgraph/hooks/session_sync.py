@@ -37,9 +37,10 @@ from typing import Any
 import neo4j
 
 from trajgraph.client import TrajGraph
-from trajgraph.errors import BusyError, ConfigError, InputError, NotFoundError
+from trajgraph.core.errors import BusyError, ConfigError, InputError, NotFoundError
 from trajgraph.extractors import get_extractor
 from trajgraph.extractors.merge import merge
+from trajgraph.extractors.windows import build_windows
 from trajgraph.graph import cypher
 from trajgraph.graph.connection import write_transaction
 from trajgraph.graph.embedders import HashEmbedder
@@ -58,7 +59,6 @@ from trajgraph.pipelines.adapters.claude_code import (
     trajectories_of,
 )
 from trajgraph.pipelines.adapters.codex import LINE_TYPES as CODEX_LINE_TYPES
-from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.memory.findings import Reminder
 from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
 from trajgraph.schemas.extraction import WindowExtraction

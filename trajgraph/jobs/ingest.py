@@ -26,8 +26,8 @@ from typing import Any
 
 from apache_beam.metrics.metric import MetricsFilter
 
-from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError, GraphError, one_line
+from trajgraph.core import settings as settings_mod
+from trajgraph.core.errors import ConfigError, GraphError, one_line
 from trajgraph.jobs import signals
 from trajgraph.jobs.manifest import Manifest, Plan, config_fingerprint, file_key, now_iso
 from trajgraph.jobs.progress_bar import ProgressBar

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trajgraph.errors import ConfigError, TrajgraphError
+from trajgraph.core.errors import ConfigError, TrajgraphError
 
 VERSION = 1
 DONE, FAILED, DEGRADED = "done", "failed", "degraded"

@@ -29,12 +29,12 @@ from typing import Any
 
 import neo4j
 
-from trajgraph.errors import ConfigError, GraphError
+from trajgraph.core.errors import ConfigError, GraphError
+from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher
 from trajgraph.graph.connection import graph_errors, open_driver
 from trajgraph.graph.embedders import Embedder, dimension, state_text, turn_text
 from trajgraph.graph.writer import embedding_space, ensure_embedding_space, stale_vectors
-from trajgraph.settings import Settings
 
 PAGE = 500
 MAX_PAGE = 100_000  # nodes per transaction: beyond this a page is a memory problem

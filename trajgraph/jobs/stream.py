@@ -18,9 +18,9 @@ from typing import Any, NoReturn
 
 from apache_beam.metrics.metric import MetricsFilter
 
-from trajgraph import errors
-from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError, GraphError, one_line
+from trajgraph.core import errors
+from trajgraph.core import settings as settings_mod
+from trajgraph.core.errors import ConfigError, GraphError, one_line
 from trajgraph.graph.embedders import embedder_name
 from trajgraph.jobs import signals
 from trajgraph.jobs.manifest import now_iso

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trajgraph import errors
-from trajgraph.errors import TrajgraphError
+from trajgraph.core import errors
+from trajgraph.core.errors import TrajgraphError
 from trajgraph.jobs import signals
 from trajgraph.jobs.manifest import now_iso, write_json_atomic
 from trajgraph.pipelines import files, progress
@@ -26,7 +26,7 @@ from trajgraph.pipelines import files, progress
 METRICS_SCHEMA = "trajgraph-ingest-metrics/1"
 
 # Exit codes of `trajgraph ingest` (README "Nightly ingest", docs/nightly.md).
-# The first four are every command's (trajgraph.errors); errors.exit_code(e) says which one an
+# The first four are every command's (trajgraph.core.errors); errors.exit_code(e) says which one an
 # error gets.
 EXIT_OK = errors.EXIT_OK  # every record is in the graph
 EXIT_FAILED = errors.EXIT_FAILED  # the run did not finish (Neo4j lost, crash, ...): nothing done

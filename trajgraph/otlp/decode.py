@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

@@ -32,7 +32,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from trajgraph.auth import tenant_for
-from trajgraph.errors import InputError, TrajgraphError, one_line
+from trajgraph.core.errors import InputError, TrajgraphError, one_line
+from trajgraph.core.settings import Settings
 from trajgraph.limits import OTLP_MAX_INFLATED_BYTES
 from trajgraph.otlp.decode import (
     TooLargeError,
@@ -44,7 +45,6 @@ from trajgraph.otlp.decode import (
 )
 from trajgraph.otlp.spool import Spool
 from trajgraph.otlp.streams import Streams, child_env
-from trajgraph.settings import Settings
 
 log = logging.getLogger(__name__)
 PATH = "/v1/traces"

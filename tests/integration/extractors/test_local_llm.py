@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import Ingest
+from trajgraph.core.settings import LLMSettings, Settings, local_llm_endpoint
 from trajgraph.demo import DEMO_ID, sample_trajectory
 from trajgraph.extractors import local_llm
 from trajgraph.extractors.base import Stats, haystack, is_verbatim
@@ -30,10 +31,9 @@ from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.extractors.llm_prompt import REPLY_SCHEMA_NAME, build_request, messages
 from trajgraph.extractors.llm_reply import filter_reply, parse_reply
 from trajgraph.extractors.structured import NEGOTIATOR
+from trajgraph.extractors.windows import build_windows
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.windows import build_windows
 from trajgraph.schemas.extraction import reply_json_schema
-from trajgraph.settings import LLMSettings, Settings, local_llm_endpoint
 
 
 def _unavailable() -> str | None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from trajgraph.core.settings import Settings
 from trajgraph.graph.connection import open_driver
-from trajgraph.settings import Settings
 
 
 def test_reading_a_property_some_graphs_lack_logs_nothing(

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import Ingest
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
+from trajgraph.core.settings import EmbedderSettings, Settings
 from trajgraph.graph.embedders import embedder_name, get_embedder
 from trajgraph.queries.retrieval.retriever import Retriever
-from trajgraph.settings import EmbedderSettings, Settings
 
 BOARD = "{'board': [[0, 2], [2, 4]], 'highest_tile': 4}"
 GAME_ID = "game-with-repeats"

@@ -9,9 +9,9 @@ import pytest
 
 from tests.integration.ingesting import Ingest
 from trajgraph import cli
-from trajgraph.errors import NotFoundError
+from trajgraph.core.errors import NotFoundError
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
-from trajgraph.settings import Settings
 
 DJANGO = "django__django-16255"
 

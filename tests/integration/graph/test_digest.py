@@ -9,8 +9,8 @@ import pytest
 from tests.integration.ingesting import Ingest
 from tests.trajectories import canonical_log
 from trajgraph import cli
+from trajgraph.core.settings import Settings
 from trajgraph.graph.digest import graph_digest, trajectory_digest
-from trajgraph.settings import Settings
 
 TRAJ: dict[str, Any] = canonical_log(
     "digest-me",

@@ -17,11 +17,11 @@ import pytest
 
 from tests.integration.ingesting import Ingest, graph_rows_of, retries_log
 from trajgraph import cli
+from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher, governance, integrity
 from trajgraph.graph.digest import graph_digest
 from trajgraph.graph.rows import GraphRows
 from trajgraph.graph.writer import GraphWriter
-from trajgraph.settings import Settings
 
 LOG = "swe-agent/pydicom__pydicom-1458.traj"
 SHORT = 4  # its first turns: 1 of its 3 failure signatures, 15 of its 38 identifiers

@@ -13,9 +13,9 @@ import neo4j
 import pytest
 from neo4j.exceptions import AuthError, ClientError
 
-from trajgraph.errors import ServerError
+from trajgraph.core.errors import ServerError
+from trajgraph.core.settings import Settings
 from trajgraph.graph import local_server as ls
-from trajgraph.settings import Settings
 
 
 def _free_port() -> int:

@@ -35,10 +35,11 @@ from tests.integration.queries.test_why_picture import (
 )
 from tests.integration.servers import Private, free_port, private_neo4j_server
 from tests.paths import ARTIFACTS
+from trajgraph.core.settings import Settings
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
-from trajgraph.graph.local_server.browser import GUIDE, WHY_CHAIN_GRAPH
+from trajgraph.graph.local_server.browser import GUIDE, write_guide
 from trajgraph.queries import library
-from trajgraph.settings import Settings
+from trajgraph.queries.library.browser_guide import WHY_CHAIN_GRAPH, guide_html
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -158,6 +159,8 @@ def browser_server(neo4j_settings: Settings, tmp_path: Path) -> Iterator[Private
         local=dataclasses.replace(neo4j_settings.local, browser=True, http_port=free_port()),
     )
     with private_neo4j_server(base, tmp_path) as private:
+        # As `trajgraph neo4j start --browser` does: the guide comes from the read side.
+        write_guide(private.settings.local, guide_html())
         yield private
 
 

@@ -23,14 +23,14 @@ import pytest
 from tests.integration.ingesting import graph_rows_of
 from tests.integration.races import while_held
 from trajgraph.client import TrajGraph
-from trajgraph.errors import NotFoundError
+from trajgraph.core.errors import NotFoundError
+from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher, governance
 from trajgraph.graph.connection import open_driver
 from trajgraph.graph.digest import graph_digest
 from trajgraph.graph.rows import GraphRows
 from trajgraph.graph.writer import GraphWriter
 from trajgraph.pipelines.transforms import EmbedRowsFn
-from trajgraph.settings import Settings
 
 LOG = "swe-agent/pydicom__pydicom-1458.traj"
 ROUNDS = 12  # writes per writer: enough for the old code to fail every time it was tried

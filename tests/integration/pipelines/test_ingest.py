@@ -150,7 +150,7 @@ def test_a_changed_trajectory_is_rewritten_without_stale_states(
 
 
 def test_no_match_is_a_clear_error(ingested: Ingest, tenant: str, tmp_path: Path) -> None:
-    from trajgraph.errors import InputError
+    from trajgraph.core.errors import InputError
 
     with pytest.raises(InputError, match="no input files match"):
         ingested(str(tmp_path / "nothing-*.jsonl"), tenant=tenant)

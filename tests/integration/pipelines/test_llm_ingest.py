@@ -13,9 +13,9 @@ from typing import Any
 from tests.fake_openai import FakeOpenAI, fake_llm_settings
 from tests.integration.ingesting import Ingest, scalar
 from tests.trajectories import canonical_log
+from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.settings import Settings
 
 INVENTED_PATH = "/etc/invented/by-the-model.conf"
 INVENTED_VALUE = "healthy according to the model"

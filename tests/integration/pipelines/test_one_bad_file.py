@@ -17,8 +17,8 @@ from typing import Any
 from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.integration.servers import child_env
 from tests.strategies import deep_span_file
+from trajgraph.core.settings import Settings
 from trajgraph.graph import node_ids as ids
-from trajgraph.settings import Settings
 
 LONE = "\ud83d"  # half an emoji: json.dumps writes it as the escape a truncating log writes
 

@@ -32,7 +32,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tests.integration.ingesting import Ingest, graph_rows_of
 from tests.paths import REPO
-from trajgraph.errors import GraphError
+from trajgraph.core.errors import GraphError
+from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher, governance, writer
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
@@ -41,7 +42,6 @@ from trajgraph.pipelines import stream_pipeline as stream
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.stream_transforms import WriteNewestVersions
 from trajgraph.pipelines.transforms import WriteGraphFn
-from trajgraph.settings import Settings
 
 
 def _prism(endpoint: str, *more: str) -> list[str]:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests import memfs
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
 from trajgraph.jobs import ingest
-from trajgraph.settings import Settings
 
 BAD_LINES = [
     {"id": "ok-1", "task": "t", "turns": [{"idx": 0, "action": "ls", "observation": "a.py"}]},

@@ -30,12 +30,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tests.integration.ingesting import Ingest
 from tests.paths import REPO
+from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher
 from trajgraph.graph.digest import graph_digest, trajectory_digest
 from trajgraph.jobs import ingest
 from trajgraph.pipelines import runners
 from trajgraph.pipelines.stream_transforms import AssembleTrajectoryFn, Line, parse_event
-from trajgraph.settings import Settings
 
 PORTABLE = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
 LOOPBACK = [*PORTABLE, "--environment_type", "LOOPBACK"]

@@ -19,12 +19,12 @@ import pytest
 
 from tests.integration.ingesting import Ingest
 from tests.integration.servers import child_env
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
 from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.pipelines import stream_pipeline as stream
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.settings import Settings
 
 LATENCY_BOUND_S = 5.0  # generous for CI; bench/stream_latency.py reports the real numbers
 
@@ -141,7 +141,7 @@ def test_stream_latency_restart_and_equality_with_batch(
 
 @pytest.mark.parametrize("bad", ["not a dir"])
 def test_stream_source_must_exist(bad: str, neo4j_settings: Settings) -> None:
-    from trajgraph.errors import InputError
+    from trajgraph.core.errors import InputError
 
     with pytest.raises(InputError, match="not a directory"):
         stream.run([f"/nonexistent/{bad}"], settings=neo4j_settings)

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from tests.integration.servers import child_env
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
 from trajgraph.graph import node_ids as ids
-from trajgraph.settings import Settings
 
 EXE = Path(sys.executable).with_name("trajgraph")
 

@@ -25,10 +25,10 @@ import pytest
 
 from tests.integration.ingesting import NO_MODELS, Ingest
 from trajgraph import cli
-from trajgraph.errors import GraphError
+from trajgraph.core.errors import GraphError
+from trajgraph.core.settings import Settings
 from trajgraph.extractors.signatures import SIGNATURE_VERSION
 from trajgraph.queries import library
-from trajgraph.settings import Settings
 
 DJANGO = "django__django-16255"
 PYDICOM = "pydicom__pydicom-1458"

@@ -28,7 +28,8 @@ from tests.integration.servers import serve_in_thread
 from trajgraph import cli
 from trajgraph.api import create_app
 from trajgraph.client import TrajGraph
-from trajgraph.errors import ConfigError, NotFoundError
+from trajgraph.core.errors import ConfigError, NotFoundError
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
 from trajgraph.graph.embedders import HashEmbedder
 from trajgraph.mcp_server import RequireBearer, build_server
@@ -36,7 +37,6 @@ from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries import library
 from trajgraph.queries.lessons import lessons
 from trajgraph.queries.memory import build_brief, remind
-from trajgraph.settings import Settings
 
 SETTINGS_RUNS = ["11149", "11211", "11880", "12713", "13028", "13568", "14534"]
 OTHER_RUNS = ["12193", "14792", "11066"]

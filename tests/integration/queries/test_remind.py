@@ -13,14 +13,14 @@ import pytest
 from tests.fake_openai import FakeOpenAI
 from tests.integration.ingesting import NO_MODELS, Ingest, Log
 from trajgraph import cli
-from trajgraph.errors import ConfigError, NotFoundError
+from trajgraph.core.errors import ConfigError, NotFoundError
+from trajgraph.core.settings import LLMSettings, Settings
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.memory.remind import remind
 from trajgraph.queries.memory.store import Memory
-from trajgraph.settings import LLMSettings, Settings
 
 PYDICOM = "pydicom__pydicom-1458"
 SPIDER = "sf_bq024-rollout0"

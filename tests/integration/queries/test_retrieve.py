@@ -19,13 +19,13 @@ from tests.fake_openai import FakeOpenAI
 from tests.integration.ingesting import Ingest
 from tests.trajectories import canonical_log
 from trajgraph import cli
-from trajgraph.errors import ConfigError, NotFoundError
+from trajgraph.core.errors import ConfigError, NotFoundError
+from trajgraph.core.settings import LLMSettings, Settings
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph.embedders import HashEmbedder, embedder_name, get_embedder
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.queries.retrieval.retriever import Retriever
-from trajgraph.settings import LLMSettings, Settings
 
 SYNTHETIC = canonical_log(
     "synthetic-retries",
@@ -278,7 +278,7 @@ def _answer_http(server: socket.socket, requests: list[bytes]) -> None:
 
 
 def test_another_embedding_model_is_refused_not_mixed(driver: Any, corpus: str) -> None:
-    from trajgraph.settings import load
+    from trajgraph.core.settings import load
 
     wrong = Retriever(driver, database=load().neo4j.database, embedder=HashEmbedder(64))
     with pytest.raises(ConfigError, match="all-MiniLM-L6-v2"):

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import Ingest, retries_log
+from trajgraph.core.settings import Settings
 from trajgraph.graph import node_ids, schema
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.graph.writer import ensure_schema
 from trajgraph.queries.retrieval import retriever as retriever_mod
 from trajgraph.queries.retrieval.retriever import Retriever
-from trajgraph.settings import Settings
 
 RUNS = [retries_log(f"run-{i}") for i in range(4)]
 

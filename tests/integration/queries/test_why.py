@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.integration.ingesting import Ingest
+from trajgraph.core.errors import ConfigError, NotFoundError
 from trajgraph.demo import DEMO_ID, WHY_TURN, write_sample
-from trajgraph.errors import ConfigError, NotFoundError
 from trajgraph.queries.why.chain import render_text, why_chain
 
 

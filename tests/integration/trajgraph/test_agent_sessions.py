@@ -23,6 +23,7 @@ from tests.integration.races import while_held
 from tests.integration.servers import child_env, hook_server
 from tests.paths import AGENT_SESSIONS as CORPUS
 from tests.paths import REPO
+from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher, governance
 from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
@@ -30,7 +31,6 @@ from trajgraph.hooks.server import alive
 from trajgraph.hooks.session_sync import HookEngine
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.why.chain import why_chain
-from trajgraph.settings import Settings
 
 A758 = "a758b6ba-8d47-447c-bead-7f25794b7319"
 # trajectory id -> turns: every tool call of the main line and of each sub-agent (jq counts,

@@ -17,7 +17,7 @@ import pytest
 from tests.integration.ingesting import Ingest, retries_log
 from tests.integration.servers import serve_in_thread
 from trajgraph.api import MAX_BODY_BYTES, create_app
-from trajgraph.settings import Settings
+from trajgraph.core.settings import Settings
 
 TRAJ = retries_log("synthetic-retries")
 KEY_A = "key-a-" + "x" * 20

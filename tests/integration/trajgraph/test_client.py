@@ -12,9 +12,9 @@ import pytest
 
 from tests.integration.ingesting import Ingest, retries_log
 from trajgraph.client import Timeouts, TrajGraph
-from trajgraph.errors import ConfigError, NotFoundError
+from trajgraph.core.errors import ConfigError, NotFoundError
+from trajgraph.core.settings import Settings
 from trajgraph.graph import digest
-from trajgraph.settings import Settings
 
 TRAJ = retries_log("client-retries")
 T = str(TRAJ["id"])

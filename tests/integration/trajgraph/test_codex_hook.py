@@ -18,7 +18,7 @@ import pytest
 from tests.integration.ingesting import NO_MODELS, Ingest
 from tests.integration.servers import child_env, hook_server
 from tests.paths import AGENT_SESSIONS, REPO
-from trajgraph.settings import Settings
+from trajgraph.core.settings import Settings
 
 REVIEW_TOOL = (
     "/home/ubuntu/charming-with-claude/experiments/2026-03-13-code-review-skills-our-data/"

@@ -16,9 +16,9 @@ import pytest
 from tests.integration.growing import follow, growing
 from tests.integration.ingesting import NO_MODELS, Ingest, scalar
 from tests.paths import CODEX_SESSIONS
+from trajgraph.core.settings import Settings
 from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
-from trajgraph.settings import Settings
 
 CODEMIE = "019e1625-789d-76c0-80ab-3724b5ddb799"
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")

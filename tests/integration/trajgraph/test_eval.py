@@ -13,9 +13,9 @@ import pytest
 from tests.fake_openai import FakeOpenAI, judge_by_reference
 from tests.paths import AMA_DEV
 from tests.trajectories import ama_episode
+from trajgraph.core.settings import Settings
 from trajgraph.evaluation import harness as evaluation
 from trajgraph.evaluation.synthetic import generate
-from trajgraph.settings import Settings
 
 
 def test_trajgraph_finds_the_needles_a_similarity_baseline_misses(

@@ -52,11 +52,11 @@ from tests.integration.servers import (
     serve_process,
 )
 from tests.paths import REPO
+from trajgraph.core import process as ls_process
+from trajgraph.core.settings import Settings
 from trajgraph.graph import digest
 from trajgraph.graph import local_server as ls
-from trajgraph.graph.local_server import process as ls_process
 from trajgraph.limits import REQUEST_TIMEOUT_S
-from trajgraph.settings import Settings
 
 SENTINEL_NEO4J = "sentinel-neo4j-pw-5b1f0c77"
 SENTINEL_OPENAI = "sk-sentinel-openai-9d2e7a41ff"

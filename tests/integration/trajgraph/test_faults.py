@@ -35,11 +35,11 @@ from tests.fake_openai import FakeOpenAI, fake_llm_settings
 from tests.integration.ingesting import Ingest
 from tests.integration.servers import Private
 from tests.paths import REPO
+from trajgraph.core import process as ls_process
+from trajgraph.core.settings import Settings
 from trajgraph.graph import digest
 from trajgraph.graph import local_server as ls
-from trajgraph.graph.local_server import process as ls_process
 from trajgraph.jobs.summary import EXIT_FAILED, EXIT_PARTIAL
-from trajgraph.settings import Settings
 
 
 def _cli(*args: str) -> list[str]:

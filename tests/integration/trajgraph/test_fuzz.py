@@ -49,11 +49,11 @@ from tests.strategies import (
 )
 from trajgraph.api import create_app
 from trajgraph.client import TrajGraph
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
 from trajgraph.jobs import ingest
 from trajgraph.limits import BODY_TIMEOUT_S, REQUEST_TIMEOUT_S
 from trajgraph.mcp_server import build_server, http_app
-from trajgraph.settings import Settings
 
 KEY_A = "fuzz-key-a-" + "a" * 24
 KEY_B = "fuzz-key-b-" + "b" * 24

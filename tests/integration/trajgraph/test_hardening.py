@@ -39,11 +39,11 @@ from tests.integration.ingesting import Ingest
 from tests.integration.servers import ServeProcess, serve_process
 from tests.paths import REPO
 from trajgraph.client import TrajGraph
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
 from trajgraph.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
 from trajgraph.mcp_server import build_server
 from trajgraph.queries.sandbox import runner
-from trajgraph.settings import Settings
 
 KEY = "hardening-key-" + "h" * 24
 TURNS = [

@@ -21,11 +21,11 @@ import pytest
 from bench.hook_bounds import request
 from tests.integration.servers import child_env, hook_server
 from tests.paths import REPO
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
+from trajgraph.core.settings import Settings
 from trajgraph.hooks import session_sync as engine_mod
 from trajgraph.hooks.server import MAX_CONNECTIONS
 from trajgraph.hooks.session_sync import HookEngine, SessionFile
-from trajgraph.settings import Settings
 
 
 @pytest.fixture
@@ -229,3 +229,38 @@ def test_the_server_keeps_its_folder_private_and_its_threads_bounded(
     log = (hook_dir / "hook.log").read_text()
     assert "not a regular file" in log and "Traceback" not in log
     assert proc.poll() is None
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_call_waits_a_bounded_time_for_its_sessions_lock(
+    driver: Any,
+    neo4j_settings: Settings,
+    tenant: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    agent: str,
+) -> None:
+    # Both agents' calls wait at most LOCK_WAIT_S for a call still holding the session (then
+    # BusyError: the hook stays silent); the Codex path once waited for ever.
+    from trajgraph.core.errors import BusyError
+    from trajgraph.hooks.codex_sync import AgentHookEngine
+
+    engine = AgentHookEngine(driver, database=neo4j_settings.neo4j.database)
+    try:
+        path = tmp_path / "session.jsonl"
+        path.write_bytes(_session("lock-session"))
+        monkeypatch.setattr(engine_mod, "LOCK_WAIT_S", 0.3)
+        calls = {
+            "claude-code": lambda: _call(engine, tenant, str(path)),
+            "codex": lambda: engine.codex_tool_use(
+                tenant=tenant, transcript_path=str(path), tool_name="shell", tool_input={}
+            ),
+        }
+        state = engine._file(tenant, str(path))
+        with state.lock:
+            t0 = time.monotonic()
+            with pytest.raises(BusyError):
+                _in_time(calls[agent], seconds=5.0)
+            assert time.monotonic() - t0 < 3.0
+    finally:
+        engine.close()

@@ -26,11 +26,11 @@ from tests.fake_openai import FakeOpenAI
 from tests.integration.ingesting import Ingest, retries_log
 from tests.integration.servers import child_env, serve_in_thread
 from trajgraph.client import TrajGraph
+from trajgraph.core.settings import LLMSettings, Settings
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph.embedders import get_embedder
 from trajgraph.mcp_server import build_server, http_app
-from trajgraph.settings import LLMSettings, Settings
 
 TRAJ = retries_log("mcp-retries")
 KEY = "mcp-key-" + "z" * 20

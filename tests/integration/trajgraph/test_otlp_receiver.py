@@ -36,12 +36,12 @@ from tests.integration.ingesting import Ingest
 from tests.integration.servers import serve_in_thread
 from tests.paths import AGENT_SESSIONS
 from trajgraph.api import create_app
+from trajgraph.core.settings import Settings
 from trajgraph.graph import governance
 from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
 from trajgraph.otlp import receiver as receiver_mod
 from trajgraph.otlp.spool import SPANS_FILE, tenant_dir
-from trajgraph.settings import Settings
 
 KEY_A = "otlp-test-key-a-" + "a" * 16
 KEY_B = "otlp-test-key-b-" + "b" * 16

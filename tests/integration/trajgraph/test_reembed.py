@@ -14,9 +14,11 @@ import pytest
 
 from tests.integration.ingesting import Ingest, retries_log
 from tests.integration.servers import Private
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
+from trajgraph.core.settings import Settings
 from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.extractors.merge import merge
+from trajgraph.extractors.windows import build_windows
 from trajgraph.graph import cypher
 from trajgraph.graph.embedders import Embedder, HashEmbedder, get_embedder, turn_text
 from trajgraph.graph.rows import GraphRows, build_rows
@@ -25,10 +27,8 @@ from trajgraph.jobs import reembed
 from trajgraph.pipelines import ingest_pipeline as ingest_pipeline
 from trajgraph.pipelines import progress, transforms
 from trajgraph.pipelines.preflight import space_moved
-from trajgraph.pipelines.windows import build_windows
 from trajgraph.queries.retrieval.retriever import Retriever
 from trajgraph.schemas.trajectory import validate
-from trajgraph.settings import Settings
 
 TENANT = "reembed"
 QUESTION = "Which test failed with an AssertionError?"

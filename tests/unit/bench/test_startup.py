@@ -30,7 +30,7 @@ def test_the_p95_of_twenty_samples_is_the_nineteenth() -> None:
 
 def test_the_hook_row_imports_what_each_checkouts_console_script_imports(tmp_path: Path) -> None:
     assert startup.hook_imports(None) == (
-        "import trajgraph.console, trajgraph.hooks.claude_code, trajgraph.printable"
+        "import trajgraph.console, trajgraph.hooks.claude_code, trajgraph.core.printable"
     )
     (tmp_path / "pyproject.toml").write_text(
         '[project.scripts]\ntrajgraph = "trajgraph.cli:main"\n'

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
 from trajgraph.extractors import get_extractor
 from trajgraph.extractors.base import Extractor, verbatim_violations
 from trajgraph.extractors.heuristic import MAX_OBJECTS, MAX_STATES, HeuristicExtractor, occurs
 from trajgraph.extractors.identifiers import command_line, find_identifiers
 from trajgraph.extractors.merge import merge
-from trajgraph.pipelines.windows import Window, build_windows
+from trajgraph.extractors.windows import Window, build_windows
 from trajgraph.schemas.extraction import ObjectItem, StateItem, WindowExtraction
 
 EX = HeuristicExtractor()

@@ -15,7 +15,8 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from tests.trajectories import canonical_log, canonical_turns
-from trajgraph.errors import ConfigError, LLMError
+from trajgraph.core.errors import ConfigError, LLMError
+from trajgraph.core.settings import LLMSettings, load
 from trajgraph.extractors import get_extractor, resolve
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm import LLMExtractor
@@ -23,9 +24,8 @@ from trajgraph.extractors.llm_client import ChatClient, retry_after
 from trajgraph.extractors.llm_prompt import SYSTEM, build_request, pack
 from trajgraph.extractors.llm_reply import InvalidReply, filter_reply, parse_reply
 from trajgraph.extractors.merge import merge
-from trajgraph.pipelines.windows import build_windows
+from trajgraph.extractors.windows import build_windows
 from trajgraph.schemas.extraction import ExtractionReply, reply_json_schema
-from trajgraph.settings import LLMSettings, load
 
 TRAJ: dict[str, Any] = canonical_log(
     "unit-llm",

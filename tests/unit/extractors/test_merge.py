@@ -8,7 +8,7 @@ from typing import Any
 
 from trajgraph.extractors.heuristic import HeuristicExtractor
 from trajgraph.extractors.merge import HORIZON, merge
-from trajgraph.pipelines.windows import build_windows
+from trajgraph.extractors.windows import build_windows
 from trajgraph.schemas.extraction import (
     AssociationItem,
     CauseItem,
@@ -328,7 +328,7 @@ def test_duplicate_turn_windows_are_ordered_by_content() -> None:
 def test_an_edit_between_two_runs_causes_the_changed_result() -> None:
     from trajgraph.demo import sample_trajectory
     from trajgraph.extractors import get_extractor
-    from trajgraph.pipelines.windows import build_windows
+    from trajgraph.extractors.windows import build_windows
 
     traj = {**sample_trajectory(), "tenant": "default"}
     ex = get_extractor("heuristic")

@@ -18,9 +18,9 @@ from trajgraph.extractors.resolutions import (
     share_key_action,
     turn_steps,
 )
+from trajgraph.extractors.windows import build_windows
 from trajgraph.graph.lesson_rows import turn_facts
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.windows import build_windows
 
 SIG = "Requested setting <name>, but settings are not configured"
 OTHER = "No module named <q>"

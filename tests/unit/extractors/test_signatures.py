@@ -20,8 +20,8 @@ from trajgraph.extractors.signatures import (
     typed_values,
     wrapper,
 )
+from trajgraph.extractors.windows import Window
 from trajgraph.graph.lesson_rows import full_error_line
-from trajgraph.pipelines.windows import Window
 
 SAME = [
     (  # a template's setting name, the module path of the class, a script's own prefix

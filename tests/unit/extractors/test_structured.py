@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 
 from tests.fake_openai import FakeOpenAI
 from tests.trajectories import canonical_log
-from trajgraph.errors import LLMError
+from trajgraph.core.errors import LLMError
+from trajgraph.core.settings import LLMSettings, load
 from trajgraph.extractors import structured as so
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm import LLMExtractor
 from trajgraph.extractors.llm_client import ChatClient
-from trajgraph.pipelines.windows import build_windows
+from trajgraph.extractors.windows import build_windows
 from trajgraph.schemas.extraction import MAX_WINDOWS_PER_REQUEST, reply_json_schema
-from trajgraph.settings import LLMSettings, load
 
 TRAJ: dict[str, Any] = canonical_log(
     "unit-structured",

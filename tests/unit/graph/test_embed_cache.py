@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
+from trajgraph.core.settings import EmbedderSettings, load
 from trajgraph.graph.embed_cache import CachedEmbedder, VectorCache, cached_embedder, text_key
 from trajgraph.graph.embedders import HashEmbedder
-from trajgraph.settings import EmbedderSettings, load
 
 
 class Counting:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.fake_exe import fake_exe
-from trajgraph.errors import ServerError
+from trajgraph.core.errors import ServerError
+from trajgraph.core.settings import LocalServerSettings, Neo4jSettings, load
 from trajgraph.graph import local_server as ls
-from trajgraph.settings import LocalServerSettings, Neo4jSettings, load
 
 
 def _local(tmp_path: Path, **changes: object) -> LocalServerSettings:
@@ -70,8 +70,9 @@ def test_write_conf_content(tmp_path: Path) -> None:
 def test_browser_conf_http_on_the_loopback_auth_on_and_the_browser_on_the_classpath(
     tmp_path: Path,
 ) -> None:
-    from trajgraph.graph.local_server.browser import GUIDE, browser_dir, guide_html
+    from trajgraph.graph.local_server.browser import GUIDE, browser_dir
     from trajgraph.queries import library
+    from trajgraph.queries.library.browser_guide import guide_html
 
     local = _local(tmp_path, bolt_port=7799, browser=True, http_port=7586)
     conf = _conf_dict(ls.neo4j_conf(local))

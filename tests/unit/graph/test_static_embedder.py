@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
+from trajgraph.core.settings import EmbedderSettings, load
 from trajgraph.graph import static_embedder as se
 from trajgraph.graph.embedders import embedder_name, get_embedder
 from trajgraph.graph.wordpiece import WordPiece
-from trajgraph.settings import EmbedderSettings, load
 
 
 @pytest.fixture(scope="module")

@@ -175,9 +175,9 @@ def test_the_fitted_table_is_another_file_and_another_name(
 ) -> None:
     """TRAJGRAPH_STATIC_FIT chooses the table; the two never share a cache file or a name, so
     a graph made with one refuses the other until `trajgraph reembed`."""
-    from trajgraph.errors import ConfigError
+    from trajgraph.core.errors import ConfigError
+    from trajgraph.core.settings import load
     from trajgraph.graph.embedders import embedder_name
-    from trajgraph.settings import load
 
     digest = se.model_hash(se.model_dir(), tmp_path)
     assert se.table_path(tmp_path, digest, 16, True) != se.table_path(tmp_path, digest, 16, False)

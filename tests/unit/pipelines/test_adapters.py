@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.trajectories import ama_episode
-from trajgraph.errors import ConfigError, InputError
+from trajgraph.core.errors import ConfigError, InputError
 from trajgraph.pipelines.adapters import FORMATS, OversizeRecord, normalize, split_records
 from trajgraph.pipelines.adapters.base import RawRecord
 from trajgraph.schemas.parquet import to_arrow

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.paths import AGENT_SESSIONS as CORPUS
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.claude_code import observation_text, render_action
 from trajgraph.schemas.trajectory import validate

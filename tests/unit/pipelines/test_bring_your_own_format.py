@@ -131,7 +131,7 @@ def test_jq_conversion_keeps_structured_output_as_json_text(tmp_path):
 def test_the_unconverted_inputs_are_refused_with_the_fix(tmp_path):
     """What a user who skips the conversion sees: the CSV is not JSON, the JSON names the
     field to rename."""
-    from trajgraph.errors import InputError
+    from trajgraph.core.errors import InputError
 
     _inputs(tmp_path)
     with pytest.raises(InputError, match=r"does not start like JSON.*bring-your-own-format"):
@@ -141,7 +141,7 @@ def test_the_unconverted_inputs_are_refused_with_the_fix(tmp_path):
 
 
 def test_a_folder_without_logs_says_what_a_folder_walk_reads(tmp_path):
-    from trajgraph.errors import InputError
+    from trajgraph.core.errors import InputError
     from trajgraph.pipelines.preflight import expand_paths
 
     (tmp_path / "csv").mkdir()

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from tests.paths import CODEX_SESSIONS
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.extractors.heuristic import HeuristicExtractor
+from trajgraph.extractors.windows import build_windows
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.codex import (
     ESCALATED,
@@ -24,7 +25,6 @@ from trajgraph.pipelines.adapters.codex import (
     patch_paths,
     render_action,
 )
-from trajgraph.pipelines.windows import build_windows
 from trajgraph.schemas.trajectory import validate
 
 SID = "019e0000-1111-7222-8333-444455556666"

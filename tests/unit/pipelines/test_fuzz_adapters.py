@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import JSON, SKELETONS, damaged_bytes
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.extractors import get_extractor
 from trajgraph.extractors.merge import merge
+from trajgraph.extractors.windows import build_windows
 from trajgraph.graph.rows import build_rows, content_hash
 from trajgraph.pipelines.adapters import FORMATS, normalize, split_records
-from trajgraph.pipelines.windows import build_windows
 from trajgraph.schemas.ids import id_problem
 from trajgraph.schemas.trajectory import max_turn_idx, validate
 

@@ -13,7 +13,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.pipelines import dead_letter
 from trajgraph.pipelines import stream_transforms as streaming
 from trajgraph.pipelines.adapters import normalize, split_records
@@ -263,8 +263,8 @@ def test_a_tenant_the_contract_refuses_is_a_config_error_before_the_run(
 ) -> None:
     # A 200-character --tenant (or TRAJGRAPH_TENANT) used to run the whole job and dead-letter
     # every record ("schema-invalid at tenant"), exit 3, instead of one configuration error.
-    from trajgraph import settings as settings_mod
-    from trajgraph.errors import ConfigError
+    from trajgraph.core import settings as settings_mod
+    from trajgraph.core.errors import ConfigError
     from trajgraph.pipelines import ingest_pipeline as ingest
     from trajgraph.pipelines import stream_pipeline as stream
 
@@ -350,8 +350,8 @@ def test_a_compressed_file_is_read_to_its_end(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["0", "-1"])
 def test_a_record_limit_below_one_byte_is_a_config_error(value: str, tmp_path: Path) -> None:
     # It ran the whole job and dead-lettered every record ("over the -1-byte limit"), exit 3.
-    from trajgraph import settings as settings_mod
-    from trajgraph.errors import ConfigError
+    from trajgraph.core import settings as settings_mod
+    from trajgraph.core.errors import ConfigError
     from trajgraph.pipelines import ingest_pipeline as ingest
 
     args, _ = ingest.build_parser().parse_known_args(
@@ -381,8 +381,8 @@ def test_a_dead_letter_folder_beams_sinks_cannot_write_is_a_config_error(
     # Beam's file sinks read [ ] * ? in their prefix as a glob when they finalize: the run
     # wrote the graph, then failed (exit 1, "rerun", which failed the same way) and its dead
     # letters were lost.
-    from trajgraph import settings as settings_mod
-    from trajgraph.errors import ConfigError
+    from trajgraph.core import settings as settings_mod
+    from trajgraph.core.errors import ConfigError
     from trajgraph.pipelines.dead_letter import dead_letter_dir
 
     with pytest.raises(ConfigError, match="--dead-letter"):
@@ -400,19 +400,46 @@ def test_a_dead_letter_folder_beams_sinks_cannot_write_is_a_config_error(
         ["--duration", "0"],
         ["--duration", "nan"],
         ["--duration", "inf"],
+        # The batch pipeline's check, which the stream once skipped: it started, then
+        # dead-lettered every trajectory (no window fits in 10 tokens).
+        ["--budget", "10"],
+        ["--budget", "63"],
     ],
 )
 def test_stream_timing_flags_that_cannot_work_are_config_errors(
     flags: list[str], tmp_path: Path
 ) -> None:
     # They reached Beam's impulse and failed there: a traceback, exit 1 ("rerun").
-    from trajgraph import settings as settings_mod
-    from trajgraph.errors import ConfigError
+    from trajgraph.core import settings as settings_mod
+    from trajgraph.core.errors import ConfigError
     from trajgraph.pipelines import stream_pipeline as stream
 
     args = stream.build_parser().parse_args([str(tmp_path), "--extractor", "heuristic", *flags])
     with pytest.raises(ConfigError, match=flags[0]):
         stream.StreamConfig.from_args(args, settings_mod.load({}))
+
+
+@pytest.mark.parametrize("budget", ["10", "64"])
+def test_batch_and_stream_take_the_same_budgets(budget: str, tmp_path: Path) -> None:
+    # One check (pipelines/preflight.py checked_budget) for both pipelines.
+    from trajgraph.core import settings as settings_mod
+    from trajgraph.core.errors import ConfigError
+    from trajgraph.pipelines import ingest_pipeline as batch
+    from trajgraph.pipelines import stream_pipeline as stream
+
+    settings = settings_mod.load({})
+    flags = [str(tmp_path), "--extractor", "heuristic", "--budget", budget]
+    outcomes: list[int | str] = []
+    for check in (
+        lambda: batch.IngestConfig.from_args(batch.build_parser().parse_args(flags), settings),
+        lambda: stream.StreamConfig.from_args(stream.build_parser().parse_args(flags), settings),
+    ):
+        try:
+            outcomes.append(check().budget_tokens)
+        except ConfigError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1], outcomes
+    assert outcomes[0] == (64 if budget == "64" else "--budget must be at least 64 tokens, got 10")
 
 
 def test_a_streamed_session_file_that_cannot_be_adapted_is_a_counted_dead_letter(

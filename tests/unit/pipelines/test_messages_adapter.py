@@ -19,7 +19,7 @@ from tests.chat_logs import (
     LANGCHAIN,
     LANGCHAIN_ACTIONS,
 )
-from trajgraph.errors import InputError, SchemaValidationError
+from trajgraph.core.errors import InputError, SchemaValidationError
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import LineFile
 from trajgraph.schemas.trajectory import Trajectory, validate

@@ -13,13 +13,13 @@ import apache_beam as beam
 import pytest
 
 from tests import memfs
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
+from trajgraph.core.settings import LocalServerSettings, Settings
 from trajgraph.jobs import ingest as ingest_job
 from trajgraph.jobs.summary import IngestSummary, write_metrics
 from trajgraph.pipelines import files
 from trajgraph.pipelines import stream_pipeline as stream
 from trajgraph.pipelines.dead_letter import AppendDeadLetterFn, WriteJsonLines, dead_letter_dir
-from trajgraph.settings import LocalServerSettings, Settings
 
 
 @pytest.fixture

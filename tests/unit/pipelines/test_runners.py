@@ -8,9 +8,9 @@ import pytest
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
 from tests.fake_exe import fake_exe
-from trajgraph.errors import ConfigError, RunnerError
+from trajgraph.core.errors import ConfigError, RunnerError
+from trajgraph.core.settings import LocalServerSettings, Settings
 from trajgraph.pipelines import prism, runners
-from trajgraph.settings import LocalServerSettings, Settings
 
 BEAM = runners.BEAM_VERSION
 COORDS = f"org.apache.beam:beam-runners-flink-{runners.DEFAULT_FLINK_VERSION}-job-server:{BEAM}"

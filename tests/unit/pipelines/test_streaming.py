@@ -13,7 +13,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.pipelines.stream_transforms import (
     AssembleTrajectoryFn,
     Line,

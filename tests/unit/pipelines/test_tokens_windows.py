@@ -8,10 +8,10 @@ import re
 import pytest
 import tiktoken
 
-from trajgraph.errors import ConfigError
-from trajgraph.pipelines import tokens
-from trajgraph.pipelines.tokens import count_tokens, fit_head_tail, get_encoding
-from trajgraph.pipelines.windows import (
+from trajgraph.core import tokens
+from trajgraph.core.errors import ConfigError
+from trajgraph.core.tokens import count_tokens, fit_head_tail, get_encoding
+from trajgraph.extractors.windows import (
     MIN_BUDGET_TOKENS,
     Window,
     build_windows,

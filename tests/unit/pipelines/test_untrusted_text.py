@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.strategies import deep_json_text, deep_span_file
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.pipelines import dead_letter
 from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import MAX_JSON_DEPTH, Located, nesting_depth, parse_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.core.tokens import count_tokens
 from trajgraph.queries.retrieval.anchors import find_anchors
 from trajgraph.queries.retrieval.evidence_outline import (
     MAX_ROWS,

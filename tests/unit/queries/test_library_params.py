@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
 from trajgraph.queries import library
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
 from trajgraph.queries.memory.project import (
     Cite,
     ProjectFacts,

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from trajgraph.errors import LLMReplyError
+from trajgraph.core.errors import LLMReplyError
+from trajgraph.core.tokens import count_tokens
 from trajgraph.extractors.actions import (
     canonical,
     is_read_only,
@@ -21,7 +22,6 @@ from trajgraph.extractors.actions import (
     used_values,
     verdict,
 )
-from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.memory.brief import brief_of, failure_groups
 from trajgraph.queries.memory.llm_remind import parse_reply, reply_schema
 from trajgraph.queries.memory.remind import offline_findings, remind_with

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trajgraph.pipelines.tokens import count_tokens
+from trajgraph.core.tokens import count_tokens
 from trajgraph.queries.retrieval import aggregates
 from trajgraph.queries.retrieval.anchors import find_anchors
 from trajgraph.queries.retrieval.lexical import TurnIndex, query_terms, stem

@@ -9,7 +9,9 @@ import re
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from trajgraph.errors import ConfigError
+from trajgraph.core.errors import ConfigError
+from trajgraph.core.settings import EmbedderSettings, LLMSettings, load
+from trajgraph.core.tokens import count_tokens
 from trajgraph.graph.embedders import (
     HashEmbedder,
     LocalEmbedder,
@@ -19,13 +21,11 @@ from trajgraph.graph.embedders import (
     get_embedder,
     turn_text,
 )
-from trajgraph.pipelines.tokens import count_tokens
 from trajgraph.queries.retrieval import router
 from trajgraph.queries.retrieval.base import Evidence
 from trajgraph.queries.retrieval.context import render_context
 from trajgraph.queries.retrieval.lexical import lucene_query
 from trajgraph.queries.sandbox import run_python
-from trajgraph.settings import EmbedderSettings, LLMSettings, load
 
 
 def _cos(a: list[float], b: list[float]) -> float:
@@ -214,7 +214,7 @@ def test_the_api_refuses_to_start_without_keys() -> None:
 def test_openai_vectors_of_zeros_or_non_numbers_are_refused() -> None:
     """Found by a hostile test: a zero vector (what some servers send for an empty text) was
     written to the graph, where each cosine against it fails the query that meets it."""
-    from trajgraph.errors import LLMReplyError
+    from trajgraph.core.errors import LLMReplyError
     from trajgraph.graph.embedders import _normalized
 
     assert _normalized([3.0, 4.0]) == [0.6, 0.8]

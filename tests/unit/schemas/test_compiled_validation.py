@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench.validation import record
-from trajgraph.errors import SchemaValidationError
+from trajgraph.core.errors import SchemaValidationError
 from trajgraph.schemas import trajectory
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from trajgraph.extractors import get_extractor
 from trajgraph.extractors.base import verbatim_violations
+from trajgraph.extractors.windows import build_windows
 from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.pipelines.windows import build_windows
 from trajgraph.schemas.parquet import ARROW_SCHEMA, TURN_ARROW_TYPE
 from trajgraph.schemas.trajectory import json_schema
 

@@ -1,5 +1,5 @@
 """The on-disk caches (LLM extractions, embeddings) have a size cap: beyond it the least
-recently used entries are deleted (trajgraph/sqlite_store.py), and the cap is a setting."""
+recently used entries are deleted (trajgraph/core/sqlite_store.py), and the cap is a setting."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trajgraph import sqlite_store
-from trajgraph.errors import ConfigError
+from trajgraph.core import sqlite_store
+from trajgraph.core.errors import ConfigError
+from trajgraph.core.settings import DEFAULT_CACHE_MAX_MB, cache_max_bytes, load
 from trajgraph.extractors.llm_cache import ExtractionCache
 from trajgraph.graph.embed_cache import VectorCache
-from trajgraph.settings import DEFAULT_CACHE_MAX_MB, cache_max_bytes, load
 
 CAP = 256 * 1024
 

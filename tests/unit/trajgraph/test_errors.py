@@ -1,4 +1,4 @@
-"""The error contract: one table (trajgraph.errors.CONTRACT) read by the CLI (exit codes, one
+"""The error contract: one table (trajgraph.core.errors.CONTRACT) read by the CLI (exit codes, one
 line), the HTTP API (status, code, message, logging) and the MCP server (tool errors); the
 one mapping of Neo4j's exceptions; credentials never printed."""
 
@@ -21,7 +21,7 @@ from starlette.requests import Request
 
 from trajgraph import cli
 from trajgraph.api import error_response
-from trajgraph.errors import (
+from trajgraph.core.errors import (
     CONTRACT,
     BusyError,
     ConfigError,
@@ -43,9 +43,9 @@ from trajgraph.errors import (
     public_message,
     redact,
 )
+from trajgraph.core.settings import load, split_userinfo
 from trajgraph.graph.connection import graph_errors
 from trajgraph.mcp_server import tool_error
-from trajgraph.settings import load, split_userinfo
 
 # (error, HTTP status, code, exit code)
 CASES: list[tuple[Exception, int, str, int]] = [

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.evaluation import compare
 from trajgraph.evaluation.harness import main as eval_main
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from trajgraph.errors import TrajgraphError
+from trajgraph.core.errors import TrajgraphError
+from trajgraph.core.settings import LLMSettings
 from trajgraph.evaluation.harness import (
     by_horizon,
     domain_table,
@@ -23,7 +24,6 @@ from trajgraph.evaluation.harness import (
 from trajgraph.evaluation.judge import Judge
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
-from trajgraph.settings import LLMSettings
 
 
 def _rows() -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trajgraph.core.tokens import count_tokens
 from trajgraph.evaluation.harness import (
     bm25,
     coverage,
@@ -13,7 +14,6 @@ from trajgraph.evaluation.harness import (
 )
 from trajgraph.evaluation.metrics import answer_turns, named_steps
 from trajgraph.evaluation.synthetic import generate
-from trajgraph.pipelines.tokens import count_tokens
 
 
 def test_needle_recall_and_coverage() -> None:

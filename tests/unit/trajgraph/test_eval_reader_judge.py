@@ -13,14 +13,14 @@ import pytest
 from tests.fake_openai import FakeOpenAI, judge_by_reference
 from tests.trajectories import canonical_log
 from trajgraph import cli
-from trajgraph.errors import LLMError
+from trajgraph.core.errors import LLMError
+from trajgraph.core.settings import LLMSettings, LocalLLMSettings, chat_endpoint
 from trajgraph.evaluation import harness
 from trajgraph.evaluation.baselines import bm25, long_context, whole_trajectory
 from trajgraph.evaluation.harness import subset
 from trajgraph.evaluation.judge import ReaderJudge, parse_answer, parse_verdict
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
-from trajgraph.settings import LLMSettings, LocalLLMSettings, chat_endpoint
 
 EPISODE: dict[str, Any] = canonical_log(
     "ep-1",

@@ -22,14 +22,17 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from trajgraph import cli, redaction
-from trajgraph.errors import (
+from trajgraph import cli
+from trajgraph.core import redaction
+from trajgraph.core.errors import (
     BusyError,
     InputError,
     SchemaValidationError,
     meaning,
     one_line,
 )
+from trajgraph.core.printable import PrintableStream
+from trajgraph.core.settings import Settings, load, split_userinfo
 from trajgraph.http_guard import RequestGuard
 from trajgraph.jobs import ingest
 from trajgraph.jobs.summary import IngestSummary
@@ -38,11 +41,9 @@ from trajgraph.pipelines.adapters import normalize, split_records
 from trajgraph.pipelines.adapters.base import RawRecord, parse_json
 from trajgraph.pipelines.stream_transforms import Line, parse_event
 from trajgraph.pipelines.transforms import NormalizeTrajectories, choose_tenant
-from trajgraph.printable import PrintableStream
 from trajgraph.queries.sandbox import SandboxLimits, run_python, runner
 from trajgraph.schemas.ids import MAX_ID_CHARS, check_id, escape_unprintable, id_problem
 from trajgraph.schemas.trajectory import max_turn_idx, validate
-from trajgraph.settings import Settings, load, split_userinfo
 
 
 def _traj(**changes: Any) -> dict[str, Any]:
@@ -555,7 +556,7 @@ def test_the_client_refuses_text_that_is_not_utf8_as_input(
     import neo4j
 
     from trajgraph.client import TrajGraph
-    from trajgraph.errors import InputError
+    from trajgraph.core.errors import InputError
 
     driver = neo4j.GraphDatabase.driver("bolt://127.0.0.1:9", auth=("neo4j", "x"))
     try:

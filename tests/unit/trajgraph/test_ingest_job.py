@@ -17,9 +17,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from neo4j.exceptions import ServiceUnavailable
 
 from tests.fake_openai import FakeOpenAI, fake_llm_settings
+from trajgraph.core.errors import ConfigError, GraphError, InputError
 from trajgraph.demo import sample_trajectory
-from trajgraph.errors import ConfigError, GraphError, InputError
 from trajgraph.extractors.llm import LLMExtractor
+from trajgraph.extractors.windows import build_windows
 from trajgraph.graph.rows import GraphRows
 from trajgraph.jobs import ingest, signals
 from trajgraph.jobs.manifest import file_key
@@ -33,7 +34,6 @@ from trajgraph.jobs.summary import (
 from trajgraph.pipelines.adapters.base import Located
 from trajgraph.pipelines.ingest_pipeline import retry_rows
 from trajgraph.pipelines.transforms import BuildGraphRows
-from trajgraph.pipelines.windows import build_windows
 
 
 def _summary(**kw: Any) -> IngestSummary:

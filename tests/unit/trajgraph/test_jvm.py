@@ -1,4 +1,4 @@
-"""trajgraph.jvm on its own: reading Java versions, choosing a Java for a stated need, and
+"""trajgraph.core.jvm on its own: reading Java versions, choosing a Java for a stated need, and
 Maven fetches that hand every failure to the caller to word (the local server's and the Flink
 runner's wordings are tested in tests/unit/graph/test_local_server.py and
 tests/unit/pipelines/test_runners.py)."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.fake_exe import fake_exe
-from trajgraph import jvm
-from trajgraph.errors import ServerError
+from trajgraph.core import jvm
+from trajgraph.core.errors import ServerError
 
 
 class Failed(Exception):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from trajgraph.errors import ConfigError, TrajgraphError
+from trajgraph.core.errors import ConfigError, TrajgraphError
 from trajgraph.jobs import manifest as m
 from trajgraph.jobs.manifest import Manifest, Plan, file_key
 

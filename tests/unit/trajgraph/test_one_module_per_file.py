@@ -1,7 +1,7 @@
 """Each file loads as one module: the stage folders (graph/, pipelines/, ...) sit at the top of
 the repository and are linked into trajgraph/, and with the repository root on ``sys.path``
 (pytest's ``pythonpath``, a script run from the root) they must still load only as
-``trajgraph.<stage>`` (trajgraph/_stages.py)."""
+``trajgraph.<stage>`` (trajgraph/core/stages.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.paths import REPO
-from trajgraph._stages import STAGES
+from trajgraph.core.stages import STAGES
 
 # Imports every module of the installed package (but the ``__main__`` entry points) with the
 # repository root on sys.path (as pytest and the benches run), then lists what loaded under a

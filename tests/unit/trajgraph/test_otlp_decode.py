@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from trajgraph.errors import InputError
+from trajgraph.core.errors import InputError
 from trajgraph.otlp.decode import (
     JSON,
     PROTOBUF,

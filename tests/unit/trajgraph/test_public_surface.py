@@ -1,5 +1,5 @@
 """The public surface: ``trajgraph.__all__`` (the client, settings loading, the errors),
-loaded on first use so that ``import trajgraph`` stays cheap; ``trajgraph.errors.__all__``
+loaded on first use so that ``import trajgraph`` stays cheap; ``trajgraph.core.errors.__all__``
 names every error class, all under the one root."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import trajgraph
-from trajgraph import errors
 from trajgraph.client import TrajGraph
-from trajgraph.settings import Settings, load
+from trajgraph.core import errors
+from trajgraph.core.settings import Settings, load
 
 
 def test_every_public_name_resolves_to_where_it_lives() -> None:

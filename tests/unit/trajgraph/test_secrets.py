@@ -20,14 +20,14 @@ from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from tests import memfs
-from trajgraph import settings as settings_mod
-from trajgraph.errors import ConfigError, LLMError
+from trajgraph.core import settings as settings_mod
+from trajgraph.core.errors import ConfigError, LLMError
+from trajgraph.core.settings import Secret
 from trajgraph.extractors.base import Stats
 from trajgraph.extractors.llm_client import ChatClient
 from trajgraph.graph.connection import open_driver
 from trajgraph.pipelines import ingest_pipeline as ingest
 from trajgraph.pipelines import stream_pipeline as stream
-from trajgraph.settings import Secret
 
 PASSWORD = "pw-7c1f0e9a-neo4j"
 KEY = "sk-test-4b2d8e61-openai"

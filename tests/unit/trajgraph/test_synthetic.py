@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from trajgraph.core.tokens import count_tokens
 from trajgraph.evaluation.synthetic import GOOD, generate
-from trajgraph.pipelines.tokens import count_tokens
 
 
 def test_same_seed_same_episode_and_size_near_target() -> None:
