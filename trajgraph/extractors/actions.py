@@ -41,34 +41,7 @@ __all__ = ["canonical_command"]  # re-exported: the reminders and benches read i
 
 NEAR_IDENTICAL = 0.75
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
-# Commands after a pipe that only change how the output is shown.
-_FILTER_WORDS = "head tail less more cat grep egrep fgrep sort uniq wc cut column nl sed awk"
-OUTPUT_FILTERS = frozenset(_FILTER_WORDS.split())
-_QUIET_WORDS = (
-    "-q -qq -v -vv -vvv -s --quiet --verbose --no-header -rA -ra --disable-warnings --no-color -x"
-)
-_QUIET_FLAGS = frozenset(_QUIET_WORDS.split())
-_QUIET_PREFIXES = ("--tb=", "--color=", "--log-level=", "-W")
-# Commands that only look at things: runs of them between two identical actions change
-# nothing the second run depends on.
-_READ_WORDS = (
-    "cat nl head tail less more grep egrep fgrep rg ag ls ll tree find locate file stat wc "
-    "du df pwd whoami which type echo printf diff cmp sort uniq cut awk jq yq env printenv "
-    "date id uname hostname ps top free history man help open goto scroll_up scroll_down "
-    "search_file search_dir find_file view read think calculate submit sed cd"
-)  # cd: only where the next command runs (canonical() drops a leading `cd DIR &&` too)
-READ_ONLY_COMMANDS = frozenset(_READ_WORDS.split())
-# Test runners and checksums re-check things; they do not change what a re-run depends on.
-_CHECK_WORDS = (
-    "pytest py.test tox nox sha256sum sha1sum md5sum cksum shasum mypy ruff flake8 pylint"
-)
-CHECK_COMMANDS = frozenset(_CHECK_WORDS.split())
-_CHECK_SUBCOMMANDS = frozenset({"test", "check", "lint", "vet"})
-_CHECK_SCRIPT = re.compile(r"(?:^|/)(?:test_[\w-]*|[\w-]*_test|runtests|tests?)\.py$")
-_GIT_READ_WORDS = "status diff log show blame grep ls-files branch remote rev-parse"
-READ_ONLY_GIT = frozenset(_GIT_READ_WORDS.split())
-_READ_ONLY_CALL_PREFIXES = ("get_", "search_", "list_", "find_", "read_", "view_", "fetch_")
-_READ_ONLY_CALLS = frozenset({"think", "calculate", "view", "read_file", "glob", "ls"})
+# The command word lists this module reads are extractors/shell.py's.
 _ASSIGNMENT = re.compile(
     r"""(?<![\w.-])["']?([A-Za-z_][\w.-]{0,48})["']?[ \t]*(?:=(?!=)|:(?!//))[ \t]*"""
     r"""["']?([^\s"',;)}\]\\/*]{1,120})"""
@@ -185,7 +158,9 @@ def _shell(line: str) -> Canon | None:
     segments = shell.segments(tokens)
     while len(segments) > 1 and segments[0][1][0] == "cd" and segments[1][0] in ("&&", ";"):
         segments = [("", segments[1][1]), *segments[2:]]
-    while len(segments) > 1 and segments[-1][0] == "|" and segments[-1][1][0] in OUTPUT_FILTERS:
+    while (
+        len(segments) > 1 and segments[-1][0] == "|" and segments[-1][1][0] in shell.OUTPUT_FILTERS
+    ):
         segments.pop()
     segments = [
         (op, seg)
@@ -212,7 +187,11 @@ def _shell(line: str) -> Canon | None:
             else:
                 args.append(tok)
         flags = sorted(
-            {f for f in flags if f not in _QUIET_FLAGS and not f.startswith(_QUIET_PREFIXES)}
+            {
+                f
+                for f in flags
+                if f not in shell.QUIET_FLAGS and not f.startswith(shell.QUIET_FLAG_PREFIXES)
+            }
         )
         canon.extend([*args[:1], *flags, *args[1:]])
         positional.extend(args)
@@ -293,9 +272,9 @@ def is_read_only(action: str, *, checks: bool = True) -> bool:
         args = [t for t in seg if not t.startswith("-")]
         word = args[0].rsplit("/", 1)[-1] if args else ""
         if word == "git":
-            if len(args) < 2 or args[1] not in READ_ONLY_GIT:
+            if len(args) < 2 or args[1] not in shell.READ_ONLY_GIT:
                 return False
-        elif not (word in READ_ONLY_COMMANDS or (checks and _is_check(word, args))) or (
+        elif not (word in shell.READ_ONLY_COMMANDS or (checks and _is_check(word, args))) or (
             word == "find" and ("-delete" in seg or "-exec" in seg)
         ):
             return False
@@ -305,19 +284,19 @@ def is_read_only(action: str, *, checks: bool = True) -> bool:
 def _is_check(word: str, args: list[str]) -> bool:
     """A test run or a checksum: ``pytest``, ``npm test``, ``python -m pytest``,
     ``python tests/runtests.py``, ``sha256sum``."""
-    if word in CHECK_COMMANDS:
+    if word in shell.CHECK_COMMANDS:
         return True
     rest = args[1:]
-    if word in ("npm", "yarn", "pnpm", "go", "cargo", "make", "mvn", "gradle", "dotnet"):
-        return bool(rest) and rest[0] in _CHECK_SUBCOMMANDS
+    if word in shell.TEST_SUBCOMMAND_TOOLS:
+        return bool(rest) and rest[0] in shell.TEST_SUBCOMMANDS
     if word.startswith("python"):
         module = rest[0] if rest else ""
-        return module in ("pytest", "unittest") or bool(_CHECK_SCRIPT.search(module))
+        return module in shell.TEST_MODULES or bool(shell.TEST_SCRIPT.search(module))
     return False
 
 
 def _read_only_tool(tool: str) -> bool:
-    return tool in _READ_ONLY_CALLS or tool.startswith(_READ_ONLY_CALL_PREFIXES)
+    return tool in shell.READ_ONLY_CALLS or tool.startswith(shell.READ_ONLY_CALL_PREFIXES)
 
 
 def shell_words(action: str) -> list[list[str]]:

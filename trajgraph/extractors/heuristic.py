@@ -43,13 +43,6 @@ MAX_VALUES = 6
 MAX_LINES_EACH = 5
 MAX_OUTPUT_LINES = 5
 MAX_RESULT_COMMAS = 4
-# Commands whose output is content (a file, a listing, search hits), not a result.
-_VIEWER_WORDS = (
-    "cat nl head tail less more sed awk grep rg ls find tree open view read goto scroll_up "
-    "scroll_down search_file search_dir find_file diff git"
-)
-_VIEWERS = frozenset(_VIEWER_WORDS.split())
-_FILE_VIEWERS = frozenset(("cat", "head", "less", "more", "bat"))
 # Files whose key=value lines are settings (a source file's "x = 1" is not).
 _SETTINGS_FILE = re.compile(
     r"(?:\.(?:ini|cfg|conf|env|properties|toml|ya?ml)|(?:^|/)\.env(?:\.\w+)?)$", re.IGNORECASE
@@ -501,7 +494,7 @@ def _output(obs: str, cmd: str, action: str) -> list[_Draft]:
     commands = [n for n, k in find_identifiers(command_line(action), action=True) if k == "command"]
     if not commands or _is_code_listing(obs):
         return []  # a chat message answered by a user, or source code shown
-    if any(c.split()[0].rsplit("/", 1)[-1] in _VIEWERS for c in commands):
+    if any(c.split()[0].rsplit("/", 1)[-1] in shell.VIEWERS for c in commands):
         return []  # the last line of a file or a listing is not a result
     # The result is the last line, unless that is an enumeration (a menu of next actions,
     # a list of names) and an earlier line says what happened.
@@ -535,7 +528,7 @@ def _shown_file(action: str) -> str | None:
     """The one file a plain ``cat FILE`` (or head/less/more) prints, else None."""
     line, _ = command_line_span(action)
     words = line.split()
-    if len(words) == 2 and words[0] in _FILE_VIEWERS and shell.PATHISH.match(words[1]):
+    if len(words) == 2 and words[0] in shell.FILE_VIEWERS and shell.PATHISH.match(words[1]):
         return words[1] if _SETTINGS_FILE.search(words[1]) else None
     return None
 

@@ -67,12 +67,6 @@ _GENERIC_WORDS = (
 )
 _GENERIC_TOKENS = frozenset(_GENERIC_WORDS.split())
 _FILE_NAME = re.compile(r"\.(?:py|txt|json|ya?ml|toml|ini|cfg|md|rst|html|js|ts|sh|sql|log)$")
-_TEST_SCRIPT = re.compile(
-    r"^(?:pytest|py\.test|tox|nox)$|(?:^|/)(?:test_[\w-]*|[\w-]*_test|runtests|tests?)\.py$"
-)
-# Commands that neither change what a re-run depends on nor do the work (echo, cd, true).
-_QUIET_WORDS = "cd echo true false sleep clear"
-_QUIET_COMMANDS = frozenset(_QUIET_WORDS.split())
 
 
 @dataclass(frozen=True)
@@ -258,7 +252,7 @@ def _run_heads_of(action: str) -> tuple[str, ...]:
         if not seg:
             continue
         word = shell.program(seg[0])
-        if word in _QUIET_COMMANDS or word in shell.FILE_COMMANDS or word in ("export", "set"):
+        if word in shell.QUIET_COMMANDS or word in shell.FILE_COMMANDS or word in ("export", "set"):
             continue
         if shell.is_file_write(seg):
             continue
@@ -353,7 +347,7 @@ def step_of(
         elif _runner(word) and "-c" in seg[1:-1]:
             code = seg[seg.index("-c") + 1]
             keys.append(Key("run inline code", salient_tokens(code.splitlines())))
-        elif word in shell.EDIT_WORDS or word in _QUIET_COMMANDS or _TEST_SCRIPT.search(word):
+        elif word in shell.EDIT_WORDS or word in shell.QUIET_COMMANDS or shell.is_test_word(word):
             continue  # edits are keyed by the files they wrote; test runs change nothing
         elif not is_read_only(" ".join(seg)):
             keys.append(Key(_command_key(seg, created)))

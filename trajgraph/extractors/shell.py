@@ -11,6 +11,8 @@ Decisions where the readers used to disagree:
 * **Unbalanced quotes** (a command cut short, ``echo don't``): the words as they stand
   (whitespace-split, operators split off), never "not a command": ``rm -rf "build`` is still
   an ``rm``, not a read-only action and not a block of text.
+* **Word lists** (edit tools, test runners, read-only and quiet commands, viewers) are
+  declared here only; every reader imports them.
 * **Edit words**: ``EDIT_TOOLS`` are the agent's editor commands (SWE-agent's ``edit``,
   OpenHands' ``str_replace``, ``undo_edit``, ``apply_patch``...): the action edits a file
   whatever else it says. ``FILE_WRITERS`` are shell programs that write a file only when
@@ -66,6 +68,54 @@ _TOOLS_WITH_SUBCOMMANDS = (
     "django-admin tox nox hatch pdm rustup bun deno composer mix stack cabal"
 )
 SUBCOMMAND_TOOLS = frozenset(_TOOLS_WITH_SUBCOMMANDS.split())
+# How the adapters render an edit tool's call (pipelines/adapters/claude_code.py, codex.py):
+# an action that starts with one of these is an edit.
+EDIT_CALL_PREFIXES = ("edit ", "write ", "apply_patch")
+# Test runs: a runner (`pytest`), a tool's test subcommand (`npm test`, `go vet`), a test
+# module (`python -m pytest`) or a test script (`python tests/runtests.py`); see is_test_word.
+_TEST_RUNNERS = "pytest py.test tox nox"
+TEST_RUNNERS = frozenset(_TEST_RUNNERS.split())
+TEST_MODULES = frozenset({"pytest", "unittest"})
+_TEST_SUBCOMMAND_TOOLS = "npm yarn pnpm go cargo make mvn gradle dotnet"
+TEST_SUBCOMMAND_TOOLS = frozenset(_TEST_SUBCOMMAND_TOOLS.split())
+TEST_SUBCOMMANDS = frozenset({"test", "check", "lint", "vet"})
+TEST_SCRIPT = re.compile(r"(?:^|/)(?:test_[\w-]*|[\w-]*_test|runtests|tests?)\.py$")
+# Commands that re-check things (test runners, checksums, linters): they change nothing a
+# re-run depends on.
+_CHECKERS = "sha256sum sha1sum md5sum cksum shasum mypy ruff flake8 pylint"
+CHECK_COMMANDS = TEST_RUNNERS | frozenset(_CHECKERS.split())
+# Commands that only look at things (cd: only where the next command runs).
+_READ_ONLY = (
+    "cat nl head tail less more grep egrep fgrep rg ag ls ll tree find locate file stat wc "
+    "du df pwd whoami which type echo printf diff cmp sort uniq cut awk jq yq env printenv "
+    "date id uname hostname ps top free history man help open goto scroll_up scroll_down "
+    "search_file search_dir find_file view read think calculate submit sed cd"
+)
+READ_ONLY_COMMANDS = frozenset(_READ_ONLY.split())
+_READ_ONLY_GIT = "status diff log show blame grep ls-files branch remote rev-parse"
+READ_ONLY_GIT = frozenset(_READ_ONLY_GIT.split())
+# Agent tool calls that only read: these names, and names with these prefixes.
+READ_ONLY_CALLS = frozenset({"think", "calculate", "view", "read_file", "glob", "ls"})
+READ_ONLY_CALL_PREFIXES = ("get_", "search_", "list_", "find_", "read_", "view_", "fetch_")
+# Commands that neither change what a re-run depends on nor do the work.
+_QUIET_COMMANDS = "cd echo true false sleep clear"
+QUIET_COMMANDS = frozenset(_QUIET_COMMANDS.split())
+# Commands whose output is content (a file, a listing, search hits), not a result.
+_VIEWERS = (
+    "cat nl head tail less more sed awk grep rg ls find tree open view read goto scroll_up "
+    "scroll_down search_file search_dir find_file diff git"
+)
+VIEWERS = frozenset(_VIEWERS.split())
+FILE_VIEWERS = frozenset({"cat", "head", "less", "more", "bat"})  # `cat FILE` shows FILE
+# Commands after a pipe that only change how the output is shown.
+_OUTPUT_FILTERS = "head tail less more cat grep egrep fgrep sort uniq wc cut column nl sed awk"
+OUTPUT_FILTERS = frozenset(_OUTPUT_FILTERS.split())
+# Flags that only change how much a command says (dropped from an action's canonical form).
+_QUIET_FLAGS = (
+    "-q -qq -v -vv -vvv -s --quiet --verbose --no-header -rA -ra --disable-warnings --no-color -x"
+)
+QUIET_FLAGS = frozenset(_QUIET_FLAGS.split())
+QUIET_FLAG_PREFIXES = ("--tb=", "--color=", "--log-level=", "-W")
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_]\w*=")
 
 
@@ -80,6 +130,11 @@ def program(word: str) -> str:
 def is_interpreter(word: str) -> bool:
     """``python``, ``python3.11``, ``/usr/bin/node``, ``bash`` ...: runs the script it is given."""
     return program(word) in INTERPRETERS
+
+
+def is_test_word(word: str) -> bool:
+    """The command word runs tests: ``pytest``, ``tox``, ``tests/runtests.py``, ``foo_test.py``."""
+    return word in TEST_RUNNERS or bool(TEST_SCRIPT.search(word))
 
 
 def is_assignment(word: str) -> bool:

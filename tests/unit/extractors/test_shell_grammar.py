@@ -5,7 +5,10 @@ not, its canonical kind), lessons (run heads) and the reminders (writes_path) mu
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +127,62 @@ def test_quoted_separators_do_not_split_commands() -> None:
 
     found = find_identifiers("grep -E 'a|plot' data.csv && ls", action=True)
     assert [n for n, k in found if k == "command"] == ["grep", "ls"]
+
+
+_COMMAND_WORDS = (
+    shell.EDIT_TOOLS
+    | shell.FILE_WRITERS
+    | shell.CHECK_COMMANDS
+    | shell.TEST_SUBCOMMAND_TOOLS
+    | shell.READ_ONLY_COMMANDS
+    | shell.QUIET_COMMANDS
+    | shell.VIEWERS
+    | {p.strip() for p in shell.EDIT_CALL_PREFIXES}
+)
+
+
+def _word_lists(path: Path) -> Iterator[tuple[int, set[str]]]:
+    """(line, command words) of every module-level constant that is a list of them: three or
+    more, and most of its words (prose and SQL keyword lists name a few in passing)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        spelled: list[str] = []
+        for leaf in ast.walk(node.value):
+            if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str):
+                spelled += leaf.value.split()
+        words = set(spelled) & _COMMAND_WORDS
+        if len(words) >= 3 and 2 * len(words) >= len(set(spelled)):
+            yield node.lineno, words
+
+
+def test_command_word_lists_are_declared_in_shell_only() -> None:
+    """Edit, test-runner, read-only and viewer words live in extractors/shell.py; the readers
+    (actions, resolutions, heuristic, the memory queries, the benches) import them (issue 41)."""
+    root = Path(__file__).resolve().parents[3]
+    folders = ["trajgraph/extractors", "trajgraph/queries", "trajgraph/graph", "bench"]
+    found = [
+        f"{path.relative_to(root)}:{line} {sorted(words)}"
+        for folder in folders
+        for path in sorted((root / folder).rglob("*.py"))
+        if path.name != "shell.py" and "retrieval" not in path.parts
+        for line, words in _word_lists(path)
+    ]
+    assert found == [], "\n".join(found)
+    assert list(_word_lists(root / "trajgraph/extractors/shell.py")), "the check finds lists"
+
+
+@pytest.mark.parametrize(
+    ("word", "test"),
+    [
+        ("pytest", True),
+        ("tox", True),
+        ("tests/runtests.py", True),
+        ("foo_test.py", True),
+        ("python", False),
+        ("pytest.ini", False),
+        ("latest.py", False),
+    ],
+)
+def test_a_test_word_is_one_rule(word: str, test: bool) -> None:
+    assert shell.is_test_word(word) is test

@@ -33,6 +33,7 @@ import neo4j
 
 from trajgraph.core.errors import ConfigError
 from trajgraph.core.tokens import count_tokens
+from trajgraph.extractors import shell
 from trajgraph.extractors.actions import first_line, is_read_only
 from trajgraph.graph.connection import graph_errors
 from trajgraph.queries.memory.store import QUERY_TIMEOUT_S, Result, TurnRecord
@@ -48,8 +49,6 @@ ACTION_CHARS = 2000
 TAIL = 600  # the observation's end: its last line says a failure no error line names
 ERROR_CHARS = 160
 COMMAND_CHARS = 90
-# How the adapters render an edit tool's call (claude_code.py, codex.py).
-EDIT_WORDS = ["edit ", "write ", "apply_patch"]
 HEAD = "trajgraph memory of earlier sessions in this project"
 Kind = Literal["recurring_failure", "never_worked", "risky_file"]
 KINDS: tuple[Kind, ...] = ("recurring_failure", "never_worked", "risky_file")
@@ -241,7 +240,9 @@ class Reader:
         return ProjectFacts(
             sessions=list(by_session.values()),
             resolutions=self.read(PROJECT_RESOLUTIONS, tuids=tuids, action_chars=ACTION_CHARS),
-            broken_edits=self.read(PROJECT_BROKEN_EDITS, tuids=tuids, edit_words=EDIT_WORDS),
+            broken_edits=self.read(
+                PROJECT_BROKEN_EDITS, tuids=tuids, edit_words=list(shell.EDIT_CALL_PREFIXES)
+            ),
         )
 
 
