@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
-from trajgraph.core.env import hook_dir_of, tenant_of
+from trajgraph.core.env import DEFAULT_TENANT, hook_dir_of, tenant_of
 from trajgraph.core.errors import ConfigError, redact
 from trajgraph.core.redaction import remember_secrets
 
@@ -183,7 +183,7 @@ class Settings:
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     # API key → tenant, for the HTTP and MCP servers (TRAJGRAPH_API_KEYS="key:tenant,...").
     api_keys: dict[str, str] = field(default_factory=dict, repr=False)
-    tenant: str = "default"
+    tenant: str = DEFAULT_TENANT
     token_budget: int = 2048
     write_batch_size: int = 1000
     # Beam's Prism runner binary (TRAJGRAPH_PRISM_LOCATION); None: the build cache

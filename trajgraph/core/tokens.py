@@ -47,6 +47,12 @@ def count_tokens(text: str) -> int:
     return len(encode(text))
 
 
+def check_budget(budget: int, low: int, high: int) -> None:
+    """ConfigError unless ``low <= budget <= high`` tokens (each reader declares its bounds)."""
+    if not low <= budget <= high:
+        raise ConfigError(f"budget must be between {low} and {high} tokens, got {budget}")
+
+
 def omission_marker(omitted: int) -> str:
     return f"\n[... trajgraph: {omitted} tokens omitted ...]\n"
 

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trajgraph.core.env import DEFAULT_TENANT
 from trajgraph.core.errors import ConfigError
 from trajgraph.core.tokens import count_tokens, encode, fit_tokens
-from trajgraph.schemas.trajectory import DEFAULT_TENANT
 
 MIN_BUDGET_TOKENS = 64
 ACTION_SHARE = 1 / 4

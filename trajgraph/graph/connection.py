@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import neo4j
 from neo4j.exceptions import (
@@ -29,6 +29,9 @@ from neo4j.exceptions import (
 
 from trajgraph.core.errors import ConfigError, GraphAuthError, GraphError, redact
 from trajgraph.core.settings import Neo4jSettings
+
+if TYPE_CHECKING:
+    from typing_extensions import LiteralString
 
 
 @dataclass(frozen=True)
@@ -174,3 +177,14 @@ def read(
             statement, params, database_=database, routing_=neo4j.RoutingControl.READ
         )
     return [r.data() for r in records]
+
+
+def run_read(
+    session: neo4j.Session, statement: str, params: dict[str, Any], *, timeout_s: float, doing: str
+) -> list[dict[str, Any]]:
+    """Rows of a read statement in the caller's (READ) session, as dicts: an auto-commit run
+    (half the round trips of a managed transaction) bounded by ``timeout_s``; GraphError on
+    failure, naming ``doing``. The query readers (memory, project memory, lessons) share it."""
+    query = neo4j.Query(cast("LiteralString", statement), timeout=timeout_s)
+    with graph_errors(doing):
+        return session.run(query, params).data()

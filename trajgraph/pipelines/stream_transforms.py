@@ -54,6 +54,7 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from trajgraph.core.env import DEFAULT_TENANT
 from trajgraph.core.errors import InputError, SchemaValidationError
 from trajgraph.core.settings import Neo4jSettings
 from trajgraph.graph.rows import GraphRows
@@ -119,7 +120,7 @@ class TailSourceFn(beam.DoFn):
     ``SESSION_TRAJECTORIES``. A call still waiting for its result is a turn with an empty
     observation until the result arrives."""
 
-    def __init__(self, source: str, tenant: str = "default") -> None:
+    def __init__(self, source: str, tenant: str = DEFAULT_TENANT) -> None:
         self._source = source
         self._tenant = tenant
 

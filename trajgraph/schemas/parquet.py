@@ -10,7 +10,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from trajgraph.schemas.trajectory import DEFAULT_TENANT, Trajectory
+from trajgraph.core.env import DEFAULT_TENANT
+from trajgraph.schemas.trajectory import Trajectory
 
 TURN_ARROW_TYPE = pa.struct(
     [

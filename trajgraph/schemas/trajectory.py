@@ -16,14 +16,13 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from trajgraph.core.env import DEFAULT_TENANT as DEFAULT_TENANT  # declared once, in core
+from trajgraph.core.env import DEFAULT_TENANT
 from trajgraph.core.errors import SchemaValidationError
 from trajgraph.schemas.field_hints import schema_hint
 from trajgraph.schemas.ids import id_problem
 
 if TYPE_CHECKING:
     import jsonschema
-
 
 
 class Turn(TypedDict, total=False):

@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import neo4j
 
 from trajgraph.core.errors import ConfigError, NotFoundError
-from trajgraph.core.tokens import count_tokens
+from trajgraph.core.tokens import check_budget, count_tokens
 from trajgraph.extractors.heuristic import error_lines
 from trajgraph.extractors.resolutions import Key, share_key_action
 from trajgraph.extractors.signatures import (
@@ -40,12 +40,9 @@ from trajgraph.extractors.signatures import (
     wrapper,
 )
 from trajgraph.graph import node_ids
-from trajgraph.graph.connection import graph_errors
+from trajgraph.graph.connection import graph_errors, run_read
 from trajgraph.graph.lesson_rows import full_error_line
 from trajgraph.queries.lessons import cypher
-
-if TYPE_CHECKING:
-    from typing_extensions import LiteralString
 
 DEFAULT_BUDGET = 500
 MIN_BUDGET = 60
@@ -156,13 +153,6 @@ class Lessons:
         return asdict(self)
 
 
-def check_budget(budget: int) -> None:
-    if not MIN_BUDGET <= budget <= MAX_BUDGET:
-        raise ConfigError(
-            f"budget must be between {MIN_BUDGET} and {MAX_BUDGET} tokens, got {budget}"
-        )
-
-
 def signatures_of_text(text: str) -> list[tuple[str, str]]:
     """(signature, error line) of the failures in an error text, the last one first (a
     traceback ends with its exception). Text with no line the extractor takes for an error
@@ -193,7 +183,7 @@ def lessons(
     """Lessons for an error text, or for the error at ``turn`` of ``trajectory``; the
     trajectory (when given) is left out of the runs asked about. NotFoundError when the
     trajectory or its turn is not there."""
-    check_budget(budget)
+    check_budget(budget, MIN_BUDGET, MAX_BUDGET)
     if error is not None and len(error) > MAX_ERROR_CHARS:
         raise ConfigError(f"error text is limited to {MAX_ERROR_CHARS} characters")
     if not (error and error.strip()) and (trajectory is None or turn is None):
@@ -243,9 +233,10 @@ class Reader:
         self._timeout_s = timeout_s
 
     def read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
-        query = neo4j.Query(cast("LiteralString", statement), timeout=self._timeout_s)
-        with graph_errors("lessons query"):
-            return self._session.run(query, {"tenant": self.tenant, **params}).data()
+        params = {"tenant": self.tenant, **params}
+        return run_read(
+            self._session, statement, params, timeout_s=self._timeout_s, doing="lessons query"
+        )
 
     def check_trajectory(self, trajectory: str) -> None:
         tuid = node_ids.trajectory_uid(self.tenant, trajectory)

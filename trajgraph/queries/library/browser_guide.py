@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import html
 
+from trajgraph.core.env import DEFAULT_TENANT
 from trajgraph.queries import library
 
 DEMO_PARAMS = (
-    "{tenant: 'default', trajectory: 'demo-fix-failing-test', turn: 5, state: null, depth: 4}"
+    f"{{tenant: '{DEFAULT_TENANT}', trajectory: 'demo-fix-failing-test', turn: 5, state: null, "
+    "depth: 4}"
 )
 # why_chain draws as a table (one row per node); this draws the same chain as a graph.
 WHY_CHAIN_GRAPH = """MATCH (tr:Trajectory {tenant: $tenant, id: $trajectory})

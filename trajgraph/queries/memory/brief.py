@@ -25,8 +25,7 @@ from typing import Any
 
 import neo4j
 
-from trajgraph.core.errors import ConfigError
-from trajgraph.core.tokens import count_tokens, encode, get_encoding
+from trajgraph.core.tokens import check_budget, count_tokens, encode, get_encoding
 from trajgraph.extractors.actions import first_line, same_action
 from trajgraph.queries.lessons.hints import turn_lessons
 from trajgraph.queries.lessons.lookup import SignatureLessons
@@ -131,7 +130,7 @@ def build_brief(
     before_turn: int | None = None,
     timeout_s: float = QUERY_TIMEOUT_S,
 ) -> Brief:
-    check_budget(budget)
+    check_budget(budget, MIN_BUDGET, MAX_BUDGET)
     with open_memory(
         driver,
         database=database,
@@ -141,13 +140,6 @@ def build_brief(
         timeout_s=timeout_s,
     ) as memory:
         return brief_of(memory, budget)
-
-
-def check_budget(budget: int) -> None:
-    if not MIN_BUDGET <= budget <= MAX_BUDGET:
-        raise ConfigError(
-            f"budget must be between {MIN_BUDGET} and {MAX_BUDGET} tokens, got {budget}"
-        )
 
 
 def brief_of(memory: Memory, budget: int = DEFAULT_BUDGET) -> Brief:

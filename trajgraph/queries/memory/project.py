@@ -27,19 +27,15 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal
 
 import neo4j
 
-from trajgraph.core.errors import ConfigError
-from trajgraph.core.tokens import count_tokens
+from trajgraph.core.tokens import check_budget, count_tokens
 from trajgraph.extractors import shell
 from trajgraph.extractors.actions import first_line, is_read_only
-from trajgraph.graph.connection import graph_errors
+from trajgraph.graph.connection import graph_errors, run_read
 from trajgraph.queries.memory.store import QUERY_TIMEOUT_S, Result, TurnRecord
-
-if TYPE_CHECKING:
-    from typing_extensions import LiteralString
 
 DEFAULT_BUDGET = 300
 MIN_BUDGET = 40
@@ -174,11 +170,6 @@ def short(session: str) -> str:
     return session[:8] if len(session) > 12 else session
 
 
-def check_budget(budget: int) -> None:
-    if not MIN_BUDGET <= budget <= MAX_BUDGET:
-        raise ConfigError(f"budget must be {MIN_BUDGET}..{MAX_BUDGET} tokens, got {budget}")
-
-
 # -- reading -----------------------------------------------------------------------------------
 
 
@@ -208,9 +199,14 @@ class Reader:
         self._timeout_s = timeout_s
 
     def read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
-        query = neo4j.Query(cast("LiteralString", statement), timeout=self._timeout_s)
-        with graph_errors("project memory query"):
-            return self._session.run(query, {"tenant": self.tenant, **params}).data()
+        params = {"tenant": self.tenant, **params}
+        return run_read(
+            self._session,
+            statement,
+            params,
+            timeout_s=self._timeout_s,
+            doing="project memory query",
+        )
 
     def sessions(self, root: str, exclude: Iterable[str]) -> list[tuple[str, str]]:
         """(id, uid) of the project's sessions, ``exclude`` left out."""
@@ -454,7 +450,7 @@ def project_brief(
     timeout_s: float = QUERY_TIMEOUT_S,
 ) -> ProjectBrief:
     """What the project's other sessions learned, within ``budget`` tokens ("" = silence)."""
-    check_budget(budget)
+    check_budget(budget, MIN_BUDGET, MAX_BUDGET)
     root = project_root(project) if resolve_root else project.rstrip("/") or "/"
     with (
         graph_errors("project memory query"),

@@ -12,20 +12,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import neo4j
 
 from trajgraph.core.errors import ConfigError, NotFoundError
 from trajgraph.extractors.actions import COMMAND_FAILURE, Canon, canonical, is_read_only
 from trajgraph.graph import node_ids
-from trajgraph.graph.connection import graph_errors
+from trajgraph.graph.connection import graph_errors, run_read
 from trajgraph.queries.lessons import cypher as lessons_cypher
 from trajgraph.queries.memory import cypher
 from trajgraph.schemas.trajectory import max_turn_idx
-
-if TYPE_CHECKING:
-    from typing_extensions import LiteralString
 
 _MESSAGE = re.compile(r"\w(?:Error|Exception)\b:\s*\S")
 _CLASS = re.compile(r"\w(?:Error|Exception)\b")
@@ -180,11 +177,10 @@ class Memory:
         self.last_turn: int | None = rows[0]["last"][0] if rows[0]["last"] else None
 
     def read(self, statement: str, **params: Any) -> list[dict[str, Any]]:
-        query = neo4j.Query(cast("LiteralString", statement), timeout=self._timeout_s)
-        with graph_errors("memory query"):
-            return self._session.run(
-                query, {"tuid": self.tuid, "before": self.before, **params}
-            ).data()
+        params = {"tuid": self.tuid, "before": self.before, **params}
+        return run_read(
+            self._session, statement, params, timeout_s=self._timeout_s, doing="memory query"
+        )
 
     @cached_property
     def turns(self) -> list[TurnRecord]:
