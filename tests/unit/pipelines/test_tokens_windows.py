@@ -228,3 +228,12 @@ def test_window_is_frozen_and_renders_like_render_window() -> None:
     with pytest.raises(AttributeError):
         w.turn = 3  # type: ignore[misc]
     assert w.text() == render_window(2, 1, "prev", "act", "obs")
+
+
+def test_one_budget_check_with_each_readers_bounds() -> None:
+    """core.tokens.check_budget serves the brief, project memory and lessons: bounds inclusive."""
+    tokens.check_budget(40, 40, 4000)
+    tokens.check_budget(4000, 40, 4000)
+    for bad in (39, 4001, -1):
+        with pytest.raises(ConfigError, match=f"between 40 and 4000 tokens, got {bad}"):
+            tokens.check_budget(bad, 40, 4000)

@@ -9,12 +9,14 @@ import pytest
 
 from trajgraph.core.errors import ConfigError
 from trajgraph.queries.memory.project import (
+    MAX_BUDGET,
+    MIN_BUDGET,
     Cite,
     ProjectFacts,
     SessionTurns,
-    check_budget,
     inside,
     never_worked,
+    project_brief,
     project_root,
     recurring_failures,
     relevant,
@@ -95,5 +97,6 @@ def test_relevance_budget_and_silence() -> None:
     small, few = render("/r", 2, items, 60)
     assert 0 < len(few) < 3 and len(small) < len(text)
     assert render("/r", 2, [], 400) == ("", [])
-    with pytest.raises(ConfigError):
-        check_budget(10)
+    # The budget is checked before anything is read (no driver needed), with the project's bounds.
+    with pytest.raises(ConfigError, match=f"between {MIN_BUDGET} and {MAX_BUDGET} tokens, got 10"):
+        project_brief(None, database="neo4j", tenant="t", project="/r", budget=10)  # type: ignore[arg-type]
