@@ -9,7 +9,8 @@ One module per concern:
 - ``config``: where the server's files live, its neo4j.conf and its `java` command line;
 - ``install``: the jars it runs (fetched with Maven) and the Java for them, through
   trajgraph.core.jvm, which the Flink runner shares;
-- ``process``: the pid file, liveness, the Bolt handshake, launching detached, log tails;
+- ``process``: the server described for trajgraph/core/process.py's ``LocalProcess`` (which
+  launches, waits, signals and tails logs for the LLM server too) and the Bolt handshake;
 - ``password``: giving a fresh data dir NEO4J_PASSWORD;
 - ``lifecycle``: ``start``, ``stop``, ``status``;
 - ``cli``: ``python -m trajgraph.graph.local_server fetch|start|stop|status|ping``.
