@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from trajgraph.hooks import command, server
 from trajgraph.hooks.agents import AGENTS, CLAUDE_CODE, CODEX, agent_of, codex_action, version_tuple
+from trajgraph.hooks.engine import Outcome
 from trajgraph.hooks.replies import REPLIES, DenyOnce, hook_output
 from trajgraph.queries.memory.findings import Reminder
 
@@ -83,3 +87,64 @@ def test_memory_events_reach_the_server_or_pass_through(
     assert command.main(["--no-start"], stdin=stdin, stdout=out, agent="codex") == 0
     assert out.getvalue() == ""
     assert why in (tmp_path / "hook.log").read_text()
+
+
+class _Engine:
+    """What the dispatcher asks of the engine, with a reminder at every PreToolUse."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.calls: list[tuple[str, str, str]] = []
+
+    def tool_call(self, agent: Any, *, tenant: str, call: Any) -> Outcome:
+        self.calls.append((agent.name, "pre", call.path))
+        r = Reminder("s", 3, "it failed", [1], "repeated_failure")
+        return Outcome("s", 3, r, 0, {"total": 1.0}, version=self.version)
+
+    def after_tool_call(self, agent: Any, *, tenant: str, call: Any) -> Outcome:
+        self.calls.append((agent.name, "post", call.path))
+        return Outcome("s", 3, None, 1, {"total": 1.0}, answered=True)
+
+
+@pytest.mark.parametrize(
+    ("agent", "version", "first"),
+    [("claude-code", "", "deny"), ("codex", "0.128.0", "deny"), ("codex", "0.129.0", "context")],
+)
+def test_one_dispatcher_answers_each_agent_through_its_channel(
+    agent: str, version: str, first: str
+) -> None:
+    engine = _Engine(version)
+    hook = {
+        "hook_event_name": "PreToolUse",
+        "transcript_path": "/t.jsonl",
+        "tool_name": "Bash",
+        "tool_input": {"command": "pytest"},
+    }
+    request = {"agent": agent, "tenant": "t", "decision": "auto", "input": hook}
+    reply = server.handle(engine, request)
+    out = reply["output"]["hookSpecificOutput"]
+    assert reply["error"] is None and out["hookEventName"] == "PreToolUse"
+    if first == "deny":  # deny once: the same call right after is let through in silence
+        assert (
+            out["permissionDecision"] == "deny" and "it failed" in out["permissionDecisionReason"]
+        )
+        assert server.handle(engine, request)["output"] is None
+    else:
+        assert "it failed" in out["additionalContext"] and "permissionDecision" not in out
+    post = server.handle(engine, {**request, "input": {**hook, "hook_event_name": "PostToolUse"}})
+    assert post["output"] is None and post["error"] is None
+    assert engine.calls[0] == (agent, "pre", "/t.jsonl") and engine.calls[-1][1] == "post"
+
+
+def test_the_client_imports_neither_the_engine_nor_an_agent_adapter() -> None:
+    # hooks/command.py runs on every tool call: the standard library and three small modules
+    code = "import sys, trajgraph.hooks.command; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = done.stdout.split()
+    assert [m for m in loaded if m.startswith("trajgraph.hooks")] == [
+        "trajgraph.hooks",
+        "trajgraph.hooks.command",
+        "trajgraph.hooks.protocol",
+        "trajgraph.hooks.replies",
+    ]
+    assert "neo4j" not in loaded and "trajgraph.pipelines" not in loaded
