@@ -51,11 +51,15 @@ def hook_imports(checkout: Path | None) -> str:
     )
     if match is None:
         raise SystemExit(f"{root}: no trajgraph console script in pyproject.toml")
-    modules = [match.group(1), "trajgraph.hooks.claude_code"]
-    for module in ("trajgraph.core.printable", "trajgraph.printable"):  # after / before issue 41
-        if (root / (module.replace(".", "/") + ".py")).exists():
-            modules.append(module)
-            break
+    modules = [match.group(1)]
+    for names in (
+        ("trajgraph.hooks.command", "trajgraph.hooks.claude_code"),  # the hook client
+        ("trajgraph.core.printable", "trajgraph.printable"),
+    ):  # each: after / before issue 41
+        for module in names:
+            if (root / (module.replace(".", "/") + ".py")).exists():
+                modules.append(module)
+                break
     return "import " + ", ".join(modules)
 
 

@@ -2,7 +2,7 @@
 
 A hook call of the user's agent, ``trajgraph hook claude-code`` or ``codex``, runs once per
 tool call and must answer in milliseconds: it goes straight to the hook client, which imports
-only what it needs to talk to the warm hook server (trajgraph/hooks/claude_code.py). Every
+only what it needs to talk to the warm hook server (trajgraph/hooks/command.py). Every
 other command loads the CLI (trajgraph/cli.py: its parser, settings, logging and errors).
 """
 
@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hook_call = len(args) >= 2 and args[0] == "hook" and args[1] in HOOK_AGENTS
     if hook_call and not {"-h", "--help"} & set(args[2:]):  # --help: the CLI prints it
         from trajgraph.core.printable import printable_stdout
-        from trajgraph.hooks.claude_code import main as hook
+        from trajgraph.hooks.command import main as hook
 
         with printable_stdout():  # as the CLI prints: the answer quotes the agent's logs
             return hook(args[2:], agent=args[1])

@@ -1,14 +1,17 @@
-"""The hook server: one warm ``HookEngine`` behind a Unix socket in the hook folder.
+"""The hook server: one warm ``HookEngine`` behind a Unix socket in the hook folder, and the
+one dispatcher of hook calls (``handle``) for every agent.
 
 A hook is a new process per tool call; importing the Neo4j driver, the extractor and the
-tokenizer alone takes longer than a hook may. So ``trajgraph hook claude-code`` is a thin
-client, and this server (started by the first call, ``trajgraph hook serve``) keeps the
-driver, the tokenizer and every session's read offset and extractions in memory. It stops
-after ``--idle-minutes`` without a call.
+tokenizer alone takes longer than a hook may. So ``trajgraph hook claude-code|codex`` is a
+thin client (hooks/command.py), and this server (started by the first call, ``trajgraph
+hook serve``) keeps the driver, the tokenizer and every session's read offset and
+extractions in memory. It stops after ``--idle-minutes`` without a call.
 
-Protocol: one JSON line per connection each way. Request ``{"tenant", "decision", "input"}``
-(``input`` is the hook's own stdin JSON); reply ``{"output", "timings_ms", "error"}`` where
-``output`` is the JSON for Claude Code, or null for silence.
+Protocol: one JSON line per connection each way. Request ``{"agent", "tenant", "decision",
+"input"}`` (``input`` is the hook's own stdin JSON); reply ``{"output", "timings_ms",
+"error"}`` where ``output`` is the JSON for the agent, or null for silence. ``handle``
+answers a request with the reply of its event (hooks/replies.py) given the adapter of its
+agent (hooks/agents.py); the work is the engine's (hooks/engine.py).
 """
 
 from __future__ import annotations
@@ -27,18 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from trajgraph.core import settings as settings_mod
+from trajgraph.core.env import DEFAULT_TENANT
 from trajgraph.core.errors import BusyError, InputError
-from trajgraph.hooks import agents
+from trajgraph.hooks.agents import agent_of
 from trajgraph.hooks.protocol import (
     LOG_NAME,
     MAX_MESSAGE_BYTES,
     PID_NAME,
     SOCKET_NAME,
     STARTING_NAME,
-    hook_output,
     open_private,
     private_dir,
 )
+from trajgraph.hooks.replies import REPLIES, Request
 
 log = logging.getLogger("trajgraph.hook")
 
@@ -79,48 +83,41 @@ def alive(sock_path: Path, timeout_s: float = 0.5) -> bool:
 
 
 def handle(engine: Any, request: dict[str, Any]) -> dict[str, Any]:
-    """One request → the reply; errors become a reply with ``error`` (and silence)."""
-    if agents.routed(request):  # Codex, the project memory, the auto decision
-        return agents.handle(engine, request)
+    """One request → the reply: the event's reply (hooks/replies.py) with the agent's adapter
+    (hooks/agents.py). Errors become a reply with ``error`` (and silence)."""
     started = time.perf_counter()
     raw = request.get("input")
     hook: dict[str, Any] = raw if isinstance(raw, dict) else {}
     event = str(hook.get("hook_event_name") or "PreToolUse")
+    agent = agent_of(request.get("agent"))
+    reply = REPLIES.get(event)
+    if reply is None:
+        return {"output": None, "timings_ms": {}, "error": f"event {event!r} not handled"}
+    call = Request(
+        agent=agent,
+        tenant=str(request.get("tenant") or DEFAULT_TENANT),
+        decision=str(request.get("decision") or "auto"),
+        event=event,
+        hook=hook,
+    )
     try:
-        if event == "PostToolUse":
-            outcome = engine.post_tool_use(
-                tenant=str(request.get("tenant") or "default"),
-                transcript_path=str(hook["transcript_path"]),
-                tool_use_id=hook.get("tool_use_id"),
-                agent_id=hook.get("agent_id"),
-            )
-        else:
-            outcome = engine.pre_tool_use(
-                tenant=str(request.get("tenant") or "default"),
-                transcript_path=str(hook["transcript_path"]),
-                tool_name=str(hook.get("tool_name") or ""),
-                tool_input=hook.get("tool_input"),
-                tool_use_id=hook.get("tool_use_id"),
-                agent_id=hook.get("agent_id"),
-            )
-    except (InputError, BusyError) as e:  # the path or the moment, not a bug: one line
-        log.warning("hook call passed (%s, session %s): %s", event, hook.get("session_id"), e)
-        return {"output": None, "error": f"{type(e).__name__}: {e}"[:500], "timings_ms": {}}
+        answer = reply.answer(engine, call)
     except Exception as e:  # a hook must never break the agent: log, answer with silence
-        log.exception("hook call failed (%s, session %s)", event, hook.get("session_id"))
+        why = (agent.name, event, hook.get("session_id"))
+        if isinstance(e, (InputError, BusyError)):  # the path or the moment, not a bug
+            log.warning("%s %s hook call passed (session %s): %s", *why, e)
+        else:
+            log.exception("%s %s hook call failed (session %s)", *why)
         return {"output": None, "error": f"{type(e).__name__}: {e}"[:500], "timings_ms": {}}
-    output = hook_output(event, outcome.reminder, str(request.get("decision") or "context"))
-    timings = {**outcome.timings_ms, "server": round((time.perf_counter() - started) * 1000, 1)}
+    timings = {**answer.timings_ms, "server": round((time.perf_counter() - started) * 1000, 1)}
     log.info(
-        "%s %s turn %s: %s new turns, %s (%s)",
+        "%s %s %s (%s)",
+        agent.name,
         event,
-        outcome.trajectory,
-        outcome.pending_turn,
-        outcome.new_turns,
-        outcome.reminder.rule if outcome.reminder else "silence",
+        answer.note,
         " ".join(f"{k}={v}" for k, v in timings.items()),
     )
-    return {"output": output, "timings_ms": timings, "error": None}
+    return {"output": answer.output, "timings_ms": timings, "error": None}
 
 
 def serve(settings: settings_mod.Settings, *, idle_minutes: float = 30.0) -> int:
@@ -136,7 +133,7 @@ def serve(settings: settings_mod.Settings, *, idle_minutes: float = 30.0) -> int
 
     from trajgraph.graph.connection import open_driver
     from trajgraph.graph.writer import ensure_schema
-    from trajgraph.hooks.codex_sync import AgentHookEngine as HookEngine
+    from trajgraph.hooks.engine import HookEngine
 
     driver = open_driver(settings.neo4j)
     ensure_schema(driver, settings.neo4j.database)

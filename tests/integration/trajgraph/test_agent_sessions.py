@@ -27,8 +27,9 @@ from trajgraph.core.settings import Settings
 from trajgraph.graph import cypher, governance
 from trajgraph.graph import node_ids as ids
 from trajgraph.graph.digest import trajectory_digest
+from trajgraph.hooks.agents import CLAUDE_CODE
+from trajgraph.hooks.engine import HookEngine, Outcome
 from trajgraph.hooks.server import alive
-from trajgraph.hooks.session_sync import HookEngine
 from trajgraph.queries.memory.brief import build_brief
 from trajgraph.queries.why.chain import why_chain
 
@@ -159,19 +160,21 @@ def test_hook_incremental_writes_equal_a_batch_ingest(
             with growing.open("ab") as f:
                 f.write(b"".join(lines[written:end]))
             written = end
-            engine.post_tool_use(
-                tenant=tenant, transcript_path=str(growing), tool_use_id=part["id"], wait_s=0
-            )
+            _after_call(engine, tenant, growing, part["id"])
         with growing.open("ab") as f:
             f.write(b"".join(lines[written:upto]))
-        engine.post_tool_use(
-            tenant=tenant, transcript_path=str(growing), tool_use_id=None, wait_s=0
-        )
+        _after_call(engine, tenant, growing, None)
     finally:
         engine.close()
     assert _turns_in_graph(driver, tenant) == {A758: 18}
 
     _as_ingested_alone(ingested, driver, db, tenant, lines[:upto], tmp_path / "batch")
+
+
+def _after_call(engine: HookEngine, tenant: str, path: Path, tool_use_id: Any) -> Outcome:
+    """What the hook does at PostToolUse, without waiting for the call's result."""
+    call = CLAUDE_CODE.call_of({"transcript_path": str(path), "tool_use_id": tool_use_id})
+    return engine.after_tool_call(CLAUDE_CODE, tenant=tenant, call=call, wait_s=0)
 
 
 def _live_session(
@@ -187,9 +190,7 @@ def _live_session(
 
     def hook_sees(upto: int) -> None:
         growing.write_bytes(b"".join(lines[:upto]))
-        engine.post_tool_use(
-            tenant=tenant, transcript_path=str(growing), tool_use_id=None, wait_s=0
-        )
+        _after_call(engine, tenant, growing, None)
 
     return lines, at, hook_sees
 

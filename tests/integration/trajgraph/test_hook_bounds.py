@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ from tests.integration.servers import child_env, hook_server
 from tests.paths import REPO
 from trajgraph.core.errors import InputError
 from trajgraph.core.settings import Settings
-from trajgraph.hooks import session_sync as engine_mod
+from trajgraph.hooks import engine as engine_mod
+from trajgraph.hooks.agents import AGENTS, CLAUDE_CODE
+from trajgraph.hooks.engine import HookEngine, SessionFile
 from trajgraph.hooks.server import MAX_CONNECTIONS
-from trajgraph.hooks.session_sync import HookEngine, SessionFile
 
 
 @pytest.fixture
@@ -51,13 +53,8 @@ def _session(sid: str, calls: int = 2) -> bytes:
 
 
 def _call(engine: HookEngine, tenant: str, path: str) -> Any:
-    return engine.pre_tool_use(
-        tenant=tenant,
-        transcript_path=path,
-        tool_name="Bash",
-        tool_input={"command": "ls"},
-        tool_use_id=None,
-    )
+    hook = {"transcript_path": path, "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    return engine.tool_call(CLAUDE_CODE, tenant=tenant, call=CLAUDE_CODE.call_of(hook))
 
 
 def _in_time(fn: Any, seconds: float = 10.0) -> Any:
@@ -107,7 +104,7 @@ def test_a_fifo_as_the_transcript_neither_blocks_nor_holds_a_thread(
     racing = tmp_path / "racing.jsonl"
     os.mkfifo(racing)
     with pytest.raises(InputError, match="not a regular file"):
-        _in_time(lambda: engine._read_new_lines(SessionFile(str(racing))))
+        _in_time(lambda: engine._read_new_lines(SessionFile(str(racing)), CLAUDE_CODE))
 
 
 def test_one_transcript_under_many_names_is_held_once_and_written_once(
@@ -243,24 +240,26 @@ def test_a_call_waits_a_bounded_time_for_its_sessions_lock(
     # Both agents' calls wait at most LOCK_WAIT_S for a call still holding the session (then
     # BusyError: the hook stays silent); the Codex path once waited for ever.
     from trajgraph.core.errors import BusyError
-    from trajgraph.hooks.codex_sync import AgentHookEngine
 
-    engine = AgentHookEngine(driver, database=neo4j_settings.neo4j.database)
+    engine = HookEngine(driver, database=neo4j_settings.neo4j.database)
     try:
         path = tmp_path / "session.jsonl"
         path.write_bytes(_session("lock-session"))
         monkeypatch.setattr(engine_mod, "LOCK_WAIT_S", 0.3)
-        calls = {
-            "claude-code": lambda: _call(engine, tenant, str(path)),
-            "codex": lambda: engine.codex_tool_use(
-                tenant=tenant, transcript_path=str(path), tool_name="shell", tool_input={}
+        adapter = AGENTS[agent]
+        call = adapter.call_of({"transcript_path": str(path), "tool_name": "shell"})
+        calls = {  # before the call and after it (which first waits for the call's result)
+            "tool_call": lambda: engine.tool_call(adapter, tenant=tenant, call=call),
+            "after_tool_call": lambda: engine.after_tool_call(
+                adapter, tenant=tenant, call=replace(call, tool_use_id="pending-call")
             ),
         }
         state = engine._file(tenant, str(path))
         with state.lock:
-            t0 = time.monotonic()
-            with pytest.raises(BusyError):
-                _in_time(calls[agent], seconds=5.0)
-            assert time.monotonic() - t0 < 3.0
+            for name, make_call in calls.items():
+                t0 = time.monotonic()
+                with pytest.raises(BusyError):
+                    _in_time(make_call, seconds=5.0)
+                assert time.monotonic() - t0 < 3.0, name
     finally:
         engine.close()

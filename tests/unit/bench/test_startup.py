@@ -30,9 +30,12 @@ def test_the_p95_of_twenty_samples_is_the_nineteenth() -> None:
 
 def test_the_hook_row_imports_what_each_checkouts_console_script_imports(tmp_path: Path) -> None:
     assert startup.hook_imports(None) == (
-        "import trajgraph.console, trajgraph.hooks.claude_code, trajgraph.core.printable"
+        "import trajgraph.console, trajgraph.hooks.command, trajgraph.core.printable"
     )
     (tmp_path / "pyproject.toml").write_text(
         '[project.scripts]\ntrajgraph = "trajgraph.cli:main"\n'
     )
+    assert startup.hook_imports(tmp_path) == "import trajgraph.cli"  # a checkout without them
+    (tmp_path / "trajgraph" / "hooks").mkdir(parents=True)
+    (tmp_path / "trajgraph" / "hooks" / "claude_code.py").write_text("")
     assert startup.hook_imports(tmp_path) == "import trajgraph.cli, trajgraph.hooks.claude_code"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trajgraph.hooks import claude_code
-from trajgraph.hooks.protocol import hook_output
+from trajgraph.hooks import command
+from trajgraph.hooks.replies import hook_output
 from trajgraph.queries.memory.findings import Reminder
 
 
@@ -47,7 +47,7 @@ def test_bad_input_is_a_silent_pass_through(
 ) -> None:
     monkeypatch.setenv("TRAJGRAPH_HOOK_DIR", str(tmp_path))
     out = io.StringIO()
-    assert claude_code.main(["--no-start"], stdin=io.BytesIO(stdin), stdout=out) == 0
+    assert command.main(["--no-start"], stdin=io.BytesIO(stdin), stdout=out) == 0
     assert out.getvalue() == ""
     assert why in (tmp_path / "hook.log").read_text()
 
@@ -57,8 +57,8 @@ def test_no_server_and_bad_flags_pass_through(tmp_path: Path, monkeypatch: pytes
     hook = {"hook_event_name": "PreToolUse", "transcript_path": "/x.jsonl", "tool_name": "Bash"}
     out = io.StringIO()
     stdin = io.BytesIO(json.dumps(hook).encode())
-    assert claude_code.main(["--no-start"], stdin=stdin, stdout=out) == 0
-    assert claude_code.main(["--decision", "maybe"], stdin=io.BytesIO(b"{}"), stdout=out) == 0
+    assert command.main(["--no-start"], stdin=stdin, stdout=out) == 0
+    assert command.main(["--decision", "maybe"], stdin=io.BytesIO(b"{}"), stdout=out) == 0
     assert out.getvalue() == ""
     log = (tmp_path / "hook.log").read_text()
     assert "no hook server is listening" in log and "bad hook command-line flags" in log
@@ -75,11 +75,11 @@ def test_the_hook_log_is_private_and_an_open_hook_folder_is_tightened(
     hook_dir.mkdir()
     os.chmod(hook_dir, 0o755)
     monkeypatch.setenv("TRAJGRAPH_HOOK_DIR", str(hook_dir))
-    assert claude_code.main(["--no-start"], stdin=io.BytesIO(b"[]"), stdout=io.StringIO()) == 0
+    assert command.main(["--no-start"], stdin=io.BytesIO(b"[]"), stdout=io.StringIO()) == 0
     assert os.stat(hook_dir).st_mode & 0o777 == 0o700
     assert os.stat(hook_dir / "hook.log").st_mode & 0o777 == 0o600
     # The variant: a log that already exists world-readable is tightened on the next write.
     os.chmod(hook_dir / "hook.log", 0o644)
-    assert claude_code.main(["--no-start"], stdin=io.BytesIO(b"{"), stdout=io.StringIO()) == 0
+    assert command.main(["--no-start"], stdin=io.BytesIO(b"{"), stdout=io.StringIO()) == 0
     assert os.stat(hook_dir / "hook.log").st_mode & 0o777 == 0o600
     assert "not a JSON object" in (hook_dir / "hook.log").read_text()

@@ -1,10 +1,11 @@
-"""What one hook call does: bring a session's new turns into the graph, then remind.
+"""What one hook call does, for every agent: bring a session's new turns into the graph,
+then remind.
 
 ``HookEngine`` is long-lived (the hook server keeps one warm, docs/hooks.md), so each call
 pays only for what is new:
 
-* the transcript is read from the byte offset of the last call; complete lines only (a line
-  being written waits for the next call);
+* the session file (Claude Code's transcript, Codex's rollout) is read from the byte offset
+  of the last call; complete lines only (a line being written waits for the next call);
 * a turn enters the graph once its tool call has a result (the completed prefix of the
   main line or of one sub-agent), and its window is extracted once (heuristic extractor,
   the batch pipeline's windows);
@@ -15,8 +16,10 @@ pays only for what is new:
   (tests/integration/trajgraph/test_agent_sessions.py).
 
 Then ``remind`` (through the ``TrajGraph`` client) judges the pending call against the turns
-before it. No embeddings are
-written here: reminders read turns and states, not vectors.
+before it. No embeddings are written here: reminders read turns and states, not vectors.
+What differs between agents (how the file is read into calls and trajectories, how the
+pending call is rendered) is the agent's adapter (hooks/agents.py), passed to each call.
+A call waits at most ``LOCK_WAIT_S`` for its session (another call reading or writing it).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +49,8 @@ from trajgraph.graph.connection import write_transaction
 from trajgraph.graph.embedders import HashEmbedder
 from trajgraph.graph.rows import ROW_KINDS, GraphRows, build_rows, content_hash
 from trajgraph.graph.writer import STATEMENTS, clear_content, orphan_deletes
-from trajgraph.pipelines.adapters.base import iter_lines
-from trajgraph.pipelines.adapters.claude_code import (
-    Line,
-    Lines,
-    compact,
-    read_lines,
-    read_session,
-    render_action,
-    sidechain_file,
-    subagent_id,
-    trajectories_of,
-)
-from trajgraph.pipelines.adapters.codex import LINE_TYPES as CODEX_LINE_TYPES
+from trajgraph.hooks.agents import Agent, Reading, ToolCall
+from trajgraph.pipelines.adapters.base import Lines
 from trajgraph.queries.memory.findings import Reminder
 from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
 from trajgraph.schemas.extraction import WindowExtraction
@@ -115,7 +107,8 @@ class Outcome:
     reminder: Reminder | None
     new_turns: int
     timings_ms: dict[str, float]
-    answered: bool = False  # the call named by tool_use_id has its result in the transcript
+    answered: bool = False  # the call named by tool_use_id has its result in the file
+    version: str = ""  # the agent's CLI version the session file names ("" when none)
 
 
 def _digest(value: Any) -> str:
@@ -151,101 +144,63 @@ class HookEngine:
         self._client.close()
         self._extractor.close()
 
+    @property
+    def client(self) -> TrajGraph:
+        """The read side (project memory, reminders): offline rules, no LLM."""
+        return self._client
+
     # -- the call ------------------------------------------------------------------------------
 
-    def pre_tool_use(
-        self,
-        *,
-        tenant: str,
-        transcript_path: str,
-        tool_name: str,
-        tool_input: Any,
-        tool_use_id: str | None = None,
-        agent_id: str | None = None,
-        remind: bool = True,
+    def tool_call(
+        self, agent: Agent, *, tenant: str, call: ToolCall, remind: bool = True
     ) -> Outcome:
-        """Sync the transcript's completed turns, then ask for a reminder about the pending
+        """Sync the session's completed turns, then ask for a reminder about the pending
         call (unless ``remind`` is False: PostToolUse only syncs)."""
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        state = self._file(tenant, transcript_path)
-        redirect: Path | None = None
-        with self._locked(state):
-            self._read_new_lines(state)
+        state = self._file(tenant, call.path)
+        with self._locked(state):  # bounded: a stuck call on the session means silence
+            self._read_new_lines(state, agent)
             timings["read"] = _ms(t0)
-            session = read_session(state.lines.records)
-            sid = session.session_id or Path(transcript_path).stem
-            line: Line | None = session.main
-            tid = sid
-            if agent_id:
-                line = session.agents.get(agent_id)
-                tid = subagent_id(sid, agent_id)
-            if line is None:
-                own = sidechain_file(transcript_path, sid, agent_id or "")
-                if not agent_id or not own.is_file() or str(own) == transcript_path:
-                    return Outcome(tid, 0, None, 0, timings)
-                redirect = own  # this version keeps the sub-agent's transcript in its own file
-            else:
-                done = next(
-                    (i for i, c in enumerate(line.calls) if not c.answered), len(line.calls)
-                )
-                pending = next(
-                    (i for i, c in enumerate(line.calls) if tool_use_id and c.id == tool_use_id),
-                    done,
-                )
-                answered = pending < len(line.calls) and line.calls[pending].answered
+            reading = agent.read(state, call)
+            calls = reading.calls
+            if calls is not None:
+                done, pending, answered = _positions(calls, call.tool_use_id)
                 t1 = time.perf_counter()
                 upto = min(done, pending) if remind else done
-                new = self._sync(tenant, state, session, tid, upto)
+                new = self._sync(tenant, state, agent, reading, upto)
                 timings["sync"] = _ms(t1)
-        if redirect is not None:
-            return self.pre_tool_use(
-                tenant=tenant,
-                transcript_path=str(redirect),
-                tool_name=tool_name,
-                tool_input=tool_input,
-                tool_use_id=tool_use_id,
-                agent_id=agent_id,
-                remind=remind,
-            )
+        tid, version = reading.trajectory, reading.version
+        if calls is None:
+            if reading.redirect is None:
+                return Outcome(tid, 0, None, 0, timings, version=version)
+            own = replace(call, path=reading.redirect)
+            return self.tool_call(agent, tenant=tenant, call=own, remind=remind)
         if not remind:
             timings["total"] = _ms(t0)
-            return Outcome(tid, pending, None, new, timings, answered)
+            return Outcome(tid, pending, None, new, timings, answered, version)
         t2 = time.perf_counter()
-        reminder = self._remind(tenant, tid, render_action(tool_name, tool_input), pending)
+        reminder = self._remind(tenant, tid, agent.action(reading, pending, call), pending)
         timings["remind"] = _ms(t2)
         timings["total"] = _ms(t0)
-        return Outcome(tid, pending, reminder, new, timings, answered)
+        return Outcome(tid, pending, reminder, new, timings, answered, version)
 
-    def post_tool_use(
-        self,
-        *,
-        tenant: str,
-        transcript_path: str,
-        tool_use_id: str | None,
-        agent_id: str | None = None,
-        wait_s: float = 10.0,
+    def after_tool_call(
+        self, agent: Agent, *, tenant: str, call: ToolCall, wait_s: float = 10.0
     ) -> Outcome:
         """After a call: Claude Code writes its result to the transcript only after its
-        PostToolUse hooks ran, so wait (polling) until the result is there, then sync. The
-        client does not wait for this; the next PreToolUse finds the turn in the graph."""
+        PostToolUse hooks ran (Codex, its output to the rollout), so wait (polling) until the
+        result is there, then sync. The hook client does not wait for this; the next
+        PreToolUse finds the turn in the graph."""
         end = time.monotonic() + wait_s
-        state = self._file(tenant, transcript_path)
-        while tool_use_id and time.monotonic() < end:
+        state = self._file(tenant, call.path)
+        while call.tool_use_id and time.monotonic() < end:
             with self._locked(state):
-                self._read_new_lines(state)
-                if tool_use_id in state.results:
+                self._read_new_lines(state, agent)
+                if agent.answered(state, call.tool_use_id):
                     break
             time.sleep(0.05)
-        return self.pre_tool_use(
-            tenant=tenant,
-            transcript_path=transcript_path,
-            tool_name="",
-            tool_input=None,
-            tool_use_id=tool_use_id,
-            agent_id=agent_id,
-            remind=False,
-        )
+        return self.tool_call(agent, tenant=tenant, call=call, remind=False)
 
     def _file(self, tenant: str, path: str) -> SessionFile:
         """The state of a transcript, one per file: names that lead to the same file (a
@@ -303,7 +258,7 @@ class HookEngine:
             _release_memory()
         return dropped
 
-    def _read_new_lines(self, state: SessionFile) -> None:
+    def _read_new_lines(self, state: SessionFile, agent: Agent) -> None:
         try:
             # O_NONBLOCK: a path that became a FIFO since _file() must not block the open.
             fd = os.open(state.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
@@ -328,14 +283,7 @@ class HookEngine:
         end = data.rfind(b"\n")
         if end < 0:
             return  # nothing complete yet
-        results: list[str] = []
-
-        def keep(record: dict[str, Any]) -> dict[str, Any]:
-            results.extend(_result_ids([record]))
-            # Claude Code's bookkeeping is shrunk; a Codex rollout line is all conversation.
-            return record if record.get("type") in CODEX_LINE_TYPES else compact(record)
-
-        more = read_lines(iter_lines(data[: end + 1]), keep)
+        more, results = agent.read_lines(data[: end + 1])
         state.results.update(results)
         state.lines.records.extend(more.records)
         state.lines.bad_lines.extend(more.bad_lines)
@@ -346,13 +294,16 @@ class HookEngine:
 
     # -- writing the completed prefix ---------------------------------------------------------
 
-    def _sync(self, tenant: str, state: SessionFile, session: Any, tid: str, done: int) -> int:
+    def _sync(
+        self, tenant: str, state: SessionFile, agent: Agent, reading: Reading, done: int
+    ) -> int:
+        tid = reading.trajectory
         synced = state.trajectories.setdefault(tid, Synced())
         if done <= synced.turns and synced.content_hash:
             # Nothing completed since the last write. (Fewer turns than the graph holds: a
             # call earlier than the last synced one; remind's as-of view hides the rest.)
             return 0
-        trajs = {t["id"]: t for t in self._trajectories(session, state)}
+        trajs = {t["id"]: t for t in agent.trajectories(reading.session, state)}
         traj = trajs.get(tid)
         if traj is None or done == 0:
             return 0
@@ -380,11 +331,6 @@ class HookEngine:
         rows = build_rows(traj, merged, extractor=self._extractor.label, content_hash=digest)
         self._write(rows, synced)
         return new
-
-    def _trajectories(self, session: Any, state: SessionFile) -> list[dict[str, Any]]:
-        """The transcript's trajectories as ``trajgraph ingest`` adapts them (the Codex
-        engine, hooks/codex_sync.py, adapts a rollout instead)."""
-        return trajectories_of(session, state.lines, source=state.path)
 
     def _write(self, rows: GraphRows, synced: Synced) -> None:
         """Write what changed since this engine's last write, in one transaction under the
@@ -430,17 +376,12 @@ class HookEngine:
         return result if result.reminder else None
 
 
-def _result_ids(records: list[dict[str, Any]]) -> Iterator[str]:
-    """tool_use ids answered in these records (the main line's and sub-agents')."""
-    for rec in records:
-        message = rec.get("message")
-        data = rec.get("data")
-        if isinstance(data, dict) and isinstance(data.get("message"), dict):
-            message = data["message"].get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        for part in content if isinstance(content, list) else []:
-            if isinstance(part, dict) and part.get("type") == "tool_result":
-                yield str(part.get("tool_use_id"))
+def _positions(calls: Sequence[Any], tool_use_id: str | None) -> tuple[int, int, bool]:
+    """The completed prefix (calls before the first unanswered one), the pending call (the
+    one named by ``tool_use_id``, else the first unanswered) and whether it is answered."""
+    done = next((i for i, c in enumerate(calls) if not c.answered), len(calls))
+    pending = next((i for i, c in enumerate(calls) if tool_use_id and c.id == tool_use_id), done)
+    return done, pending, pending < len(calls) and bool(calls[pending].answered)
 
 
 def _release_memory(*, collect: bool = True) -> None:
