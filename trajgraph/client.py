@@ -22,10 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from trajgraph.core.env import DEFAULT_TENANT
 from trajgraph.core.errors import ConfigError, InputError, NotFoundError
 from trajgraph.graph.connection import READ_TIMEOUTS, DriverTimeouts, open_driver, ping
 from trajgraph.queries.lessons import DEFAULT_BUDGET as LESSONS_BUDGET
-from trajgraph.queries.memory.brief import DEFAULT_BUDGET
+from trajgraph.queries.memory.brief import DEFAULT_BUDGET as BRIEF_BUDGET
+from trajgraph.queries.retrieval.base import DEFAULT_BUDGET as RETRIEVAL_BUDGET
 
 if TYPE_CHECKING:
     import neo4j
@@ -94,7 +96,7 @@ class TrajGraph:
         driver: neo4j.Driver,
         *,
         database: str = "neo4j",
-        tenant: str = "default",
+        tenant: str = DEFAULT_TENANT,
         embedder: Embedder | None = None,
         llm: Any = None,  # extractors.llm_client.ChatClient; None: the offline rules answer
         timeouts: Timeouts | None = None,
@@ -199,7 +201,7 @@ class TrajGraph:
         *,
         trajectory: str | None = None,
         mode: str = "auto",
-        budget: int = 1000,
+        budget: int = RETRIEVAL_BUDGET,
         k: int = 8,
         depth: int = 3,
         code: str | None = None,
@@ -250,7 +252,7 @@ class TrajGraph:
         self,
         trajectory: str,
         *,
-        budget: int = DEFAULT_BUDGET,
+        budget: int = BRIEF_BUDGET,
         before_turn: int | None = None,
         tenant: str | None = None,
     ) -> Brief:

@@ -217,7 +217,39 @@ def _trajgraph(engine: Retriever, tenant: str, mode: str) -> Method:
     return method
 
 
+READER_MAX_TOKENS = 512
+JUDGE_MAX_TOKENS = 256
+COMPARE_ONLY = ("compare_methods", "metric", "by", "tolerance")  # flags that need --compare
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    p = _parser()
+    args = _parse(p, argv)
+    if args.compare:
+        return _compare(p, args)
+    if args.plot:
+        pyplot()  # fails now, not after the whole run
+    logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
+    settings = settings_mod.load()
+    episodes = _episodes(p, args)
+    _check_methods(p, args.methods)
+    judge = _judge(p, args, settings)
+    say = (lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _m: None)
+    rows = evaluate(
+        episodes,
+        settings,
+        args.budget,
+        judge=judge,
+        methods=args.methods,
+        log=say,
+        tenant=args.keep_tenant,
+        keep_contexts=args.save is not None,
+    )
+    _report(rows, args, judge)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="trajgraph eval",
         description="Score trajgraph against retrieval baselines on episodes with known answers "
@@ -239,6 +271,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="ingest into tenant NAME and keep it; a later run with the same NAME re-uses "
         "what did not change (embeddings included)",
     )
+    _add_judge_flags(p)
+    p.add_argument(
+        "--questions-per-episode",
+        type=int,
+        metavar="N",
+        help="score N questions of each episode, taken in turn from each capability (a subset "
+        "for a slow model)",
+    )
+    p.add_argument("--plot", type=Path, help="write a PNG of needle recall against horizon")
+    p.add_argument("--markdown", action="store_true", help="print the README table(s) too")
+    p.add_argument("--json", action="store_true", help="print every scored row as JSON")
+    p.add_argument(
+        "--save", type=Path, help="write every scored row, with its context, to this JSON file"
+    )
+    _add_compare_flags(p)
+    return p
+
+
+def _add_judge_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--judge",
         nargs="?",
@@ -270,19 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             default=bound,
             help=f"bound on each {role} reply (default {bound})",
         )
-    p.add_argument(
-        "--questions-per-episode",
-        type=int,
-        metavar="N",
-        help="score N questions of each episode, taken in turn from each capability (a subset "
-        "for a slow model)",
-    )
-    p.add_argument("--plot", type=Path, help="write a PNG of needle recall against horizon")
-    p.add_argument("--markdown", action="store_true", help="print the README table(s) too")
-    p.add_argument("--json", action="store_true", help="print every scored row as JSON")
-    p.add_argument(
-        "--save", type=Path, help="write every scored row, with its context, to this JSON file"
-    )
+
+
+def _add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compare",
         nargs=2,
@@ -310,6 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.01,
         help="with --compare: a gap is 'within' it only if its whole interval is",
     )
+
+
+def _parse(p: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments, with the flags that only mean something with another refused."""
     args = p.parse_args(argv)
     if args.judge and args.judge != LOCAL_LLM_MODEL and "://" not in args.judge:
         # `--judge FILE`: the flag alone (as before URLs), then an episode path
@@ -323,74 +368,81 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     if not args.judge and (args.reader or endpoint_only):
         p.error(f"{', '.join(endpoint_only) or '--reader'}: only with --judge URL")
-    compare_only = ("compare_methods", "metric", "by", "tolerance")
     given = [
-        f"--{d.replace('_', '-')}" for d in compare_only if getattr(args, d) != p.get_default(d)
+        f"--{d.replace('_', '-')}" for d in COMPARE_ONLY if getattr(args, d) != p.get_default(d)
     ]
     if not args.compare and given:
         p.error(f"{', '.join(given)}: only with --compare")
-    if args.compare:
-        if args.paths or args.synthetic:
-            p.error("--compare reads two saved files and runs nothing: give no episodes")
-        if args.compare_methods and len(args.compare_methods) > 2:
-            p.error("--compare-methods takes A's method and B's")
-        if not 0 < args.tolerance < 1:
-            p.error("--tolerance is a share between 0 and 1")
-        from trajgraph.evaluation import compare
+    return args
 
-        print(
-            compare.main(
-                args.compare,
-                args.compare_methods,
-                metric=args.metric,
-                key=args.by,
-                tolerance=args.tolerance,
-            )
+
+def _compare(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--compare A B``: two saved evaluations, read and compared; nothing is run."""
+    if args.paths or args.synthetic:
+        p.error("--compare reads two saved files and runs nothing: give no episodes")
+    if args.compare_methods and len(args.compare_methods) > 2:
+        p.error("--compare-methods takes A's method and B's")
+    if not 0 < args.tolerance < 1:
+        p.error("--tolerance is a share between 0 and 1")
+    from trajgraph.evaluation import compare
+
+    print(
+        compare.main(
+            args.compare,
+            args.compare_methods,
+            metric=args.metric,
+            key=args.by,
+            tolerance=args.tolerance,
         )
-        return 0
-    if args.plot:
-        pyplot()  # fails now, not after the whole run
-    logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
-    settings = settings_mod.load()
+    )
+    return 0
+
+
+def _episodes(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The episodes to score: generated (``--synthetic``) or loaded from the paths given."""
     if args.synthetic:
         from trajgraph.evaluation.synthetic import generate
 
         seeds = range(args.first_seed, args.first_seed + args.seeds)
-        episodes = [generate(s, h) for h in args.horizons for s in seeds]
-    elif args.paths:
-        episodes = load_episodes(args.paths)
-        if args.questions_per_episode is not None:
-            if args.questions_per_episode < 1:
-                p.error("--questions-per-episode must be >= 1")
-            episodes = [subset(e, args.questions_per_episode) for e in episodes]
-    else:
+        return [generate(s, h) for h in args.horizons for s in seeds]
+    if not args.paths:
         p.error("give episode files or folders, or --synthetic")
+    episodes = load_episodes(args.paths)
+    if args.questions_per_episode is not None:
+        if args.questions_per_episode < 1:
+            p.error("--questions-per-episode must be >= 1")
+        episodes = [subset(e, args.questions_per_episode) for e in episodes]
+    return episodes
+
+
+def _check_methods(p: argparse.ArgumentParser, methods: Sequence[str] | None) -> None:
     known = {*BASELINES, *(f"trajgraph_{m}" for m in TRAJGRAPH_MODES)}
-    unknown = set(args.methods or ()) - known
+    unknown = set(methods or ()) - known
     if unknown:
         p.error(f"unknown method(s): {', '.join(sorted(unknown))}")
-    judge: Any = None
-    if args.judge == "":
-        from trajgraph.evaluation.judge import Judge
-        from trajgraph.extractors.llm_client import optional_chat_client
 
-        client = optional_chat_client(settings.llm)
-        if client is None:
-            p.error("--judge needs an LLM: set TRAJGRAPH_LLM_MODEL (and OPENAI_BASE_URL)")
-        judge = Judge(client)
-    elif args.judge:
-        judge = _reader_judge(args, settings)
-    say = (lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _m: None)
-    rows = evaluate(
-        episodes,
-        settings,
-        args.budget,
-        judge=judge,
-        methods=args.methods,
-        log=say,
-        tenant=args.keep_tenant,
-        keep_contexts=args.save is not None,
-    )
+
+def _judge(
+    p: argparse.ArgumentParser, args: argparse.Namespace, settings: settings_mod.Settings
+) -> Any:
+    """None without ``--judge``; the configured LLM's Judge with ``--judge`` alone; the
+    ReaderJudge of the servers named with ``--judge URL``."""
+    if args.judge is None:
+        return None
+    if args.judge:
+        return _reader_judge(args, settings)
+    from trajgraph.evaluation.judge import Judge
+    from trajgraph.extractors.llm_client import optional_chat_client
+
+    client = optional_chat_client(settings.llm)
+    if client is None:
+        p.error("--judge needs an LLM: set TRAJGRAPH_LLM_MODEL (and OPENAI_BASE_URL)")
+    return Judge(client)
+
+
+def _report(rows: list[dict[str, Any]], args: argparse.Namespace, judge: Any) -> None:
+    """The scored rows as asked: saved, printed as JSON or tables, plotted; then the replies
+    the judge could not use."""
     if args.save:
         args.save.parent.mkdir(parents=True, exist_ok=True)
         args.save.write_text(json.dumps(rows, ensure_ascii=False))
@@ -413,11 +465,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{judge.invalid} unusable repl(ies), scored as wrong:", file=sys.stderr)
         for why, n in sorted(judge.invalid_by.items()):
             print(f"  {why}: {n}", file=sys.stderr)
-    return 0
-
-
-READER_MAX_TOKENS = 512
-JUDGE_MAX_TOKENS = 256
 
 
 def _reader_judge(args: argparse.Namespace, settings: settings_mod.Settings) -> Any:

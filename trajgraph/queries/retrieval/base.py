@@ -19,6 +19,7 @@ VECTOR_MODES: tuple[Mode, ...] = ("auto", "embedding", "graph")  # start from si
 MAX_DEPTH = 6
 MAX_K = 50
 MAX_BUDGET = 32_000
+DEFAULT_BUDGET = 1000  # tokens of evidence when a caller names none (CLI, HTTP, MCP, client)
 
 # Order in which items earn budget when not everything fits.
 PRIORITY = {
