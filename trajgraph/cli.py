@@ -394,13 +394,13 @@ def fail(e: BaseException) -> int:
 def _hook(argv: list[str]) -> int:
     which = argv[0] if argv else ""
     if which in ("claude-code", "codex"):
-        from trajgraph.hooks import claude_code
+        from trajgraph.hooks import command
 
         if {"-h", "--help"} & set(argv[1:]):  # a person asking, not the agent
-            print(claude_code.build_parser(which).format_help(), end="")
+            print(command.build_parser(which).format_help(), end="")
             return 0
         # never fails: silence, logged, is its error path
-        return claude_code.main(argv[1:], agent=which)
+        return command.main(argv[1:], agent=which)
     p = argparse.ArgumentParser(prog="trajgraph hook", description="agent hooks (docs/hooks.md)")
     p.add_argument("action", choices=("claude-code", "codex", "serve", "stop"))
     p.add_argument("--idle-minutes", type=float, default=30.0, help="serve: stop when idle")
