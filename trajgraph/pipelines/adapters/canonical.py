@@ -13,6 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 from trajgraph.core.errors import InputError
+from trajgraph.pipelines.adapters.base import LogFormat
 
 FORMAT = "canonical"
 
@@ -254,3 +255,24 @@ def from_parquet_row(row: Any, *, source: str) -> list[dict[str, Any]]:
     if not obj.get("format"):
         obj["format"] = "parquet"
     return to_trajectories(obj, source=source)
+
+
+def is_canonical(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("turns"), list)
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=is_canonical,
+    shape="object with a 'turns' list",
+    episodes_per_array=True,
+)
+# Canonical rows of a Parquet file: told by the file type, never sniffed from a JSON value.
+PARQUET = LogFormat(
+    name="parquet",
+    read=from_parquet_row,
+    fits=is_canonical,
+    shape="a Parquet file",
+    sniffed=False,
+)

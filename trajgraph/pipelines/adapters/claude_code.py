@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LineFile, Lines, read_lines, split_lines
+from trajgraph.pipelines.adapters.base import Lines, LogFormat, lines_of
+from trajgraph.pipelines.adapters.base import read_lines as read_lines  # for hooks/session_sync
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     file_stem,
@@ -55,9 +56,17 @@ from trajgraph.pipelines.adapters.canonical import (
 
 FORMAT = "claude-code"
 
-# Record types that are a conversation; everything else is bookkeeping or unknown. Which
-# types make a line a transcript record at all is detect.is_claude_code_record's one list.
+# Record types that are a conversation; everything else is bookkeeping or unknown.
 CONVERSATION = frozenset({"user", "assistant"})
+# Every record type of a transcript: what makes a line a transcript record at all.
+RECORD_TYPES = CONVERSATION | {
+    "file-history-snapshot",
+    "queue-operation",
+    "last-prompt",
+    "system",
+    "summary",
+    "progress",
+}
 _EXIT_HEAD = re.compile(r"^Exit code -?\d+\b")
 _TOOL_USE_ERROR = re.compile(r"^\s*<tool_use_error>(.*)</tool_use_error>\s*$", re.DOTALL)
 # User records the harness writes (slash commands, their output, interruptions): context,
@@ -395,13 +404,8 @@ def _is_sidechain_file(records: list[dict[str, Any]]) -> bool:
 def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     """A transcript (the whole JSONL file, or a JSON array of its records) → trajectories:
     the main line first, then one per sub-agent."""
-    if isinstance(obj, LineFile):
-        lines = read_lines(split_lines(obj.data))
-    elif isinstance(obj, list):
-        lines = Lines(records=[r for r in obj if isinstance(r, dict)])
-    elif isinstance(obj, dict):
-        lines = Lines(records=[obj])
-    else:
+    lines = lines_of(obj)
+    if lines is None:
         raise InputError("a Claude Code transcript is a JSONL file of records", source=source)
     if not any(r.get("type") in CONVERSATION for r in lines.records):
         raise InputError(
@@ -410,3 +414,37 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             source=source,
         )
     return trajectories_of(read_session(lines.records), lines, source=source)
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+
+def is_record(obj: Any) -> bool:
+    """One line of a Claude Code transcript."""
+    if not isinstance(obj, dict) or obj.get("type") not in RECORD_TYPES:
+        return False
+    if obj["type"] == "file-history-snapshot":
+        return "snapshot" in obj or "messageId" in obj
+    if obj["type"] == "summary":
+        return "leafUuid" in obj
+    return "sessionId" in obj and (
+        "uuid" in obj or obj["type"] in ("queue-operation", "last-prompt")
+    )
+
+
+def fits(obj: Any) -> bool:
+    """A JSON array of transcript records (JSONL files are sniffed line by line)."""
+    if isinstance(obj, list):
+        return bool(obj) and all(is_record(r) for r in obj[:5])
+    return is_record(obj)
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=fits,
+    shape="JSONL of Claude Code transcript records ('type' user/assistant/..., "
+    "'sessionId', 'uuid')",
+    line=is_record,
+    spans_lines=True,
+)

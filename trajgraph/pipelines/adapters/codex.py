@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LineFile, Lines, read_lines, split_lines
+from trajgraph.pipelines.adapters.base import Lines, LogFormat, lines_of
 from trajgraph.pipelines.adapters.canonical import as_text, file_stem, new_trajectory, new_turn
 from trajgraph.pipelines.adapters.canonical import field as object_field
 
 FORMAT = "codex"
 
-# Top-level line types of a rollout (detect.is_codex_record keeps its own copy).
+# Top-level line types of a rollout.
 LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -410,13 +410,8 @@ def trajectory_of(r: Rollout, lines: Lines, *, source: str) -> dict[str, Any]:
 
 def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     """A rollout (the whole JSONL file, or a JSON array of its lines) → one trajectory."""
-    if isinstance(obj, LineFile):
-        lines = read_lines(split_lines(obj.data))
-    elif isinstance(obj, list):
-        lines = Lines(records=[r for r in obj if isinstance(r, dict)])
-    elif isinstance(obj, dict):
-        lines = Lines(records=[obj])
-    else:
+    lines = lines_of(obj)
+    if lines is None:
         raise InputError(
             "a Codex rollout is a JSONL file of {timestamp, type, payload}", source=source
         )
@@ -426,3 +421,34 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             source=source,
         )
     return [trajectory_of(read_rollout(lines.records), lines, source=source)]
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+
+def is_record(obj: Any) -> bool:
+    """One line of a Codex CLI rollout: ``{"timestamp", "type", "payload": {...}}``."""
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") in LINE_TYPES
+        and isinstance(obj.get("payload"), dict)
+        and "timestamp" in obj
+    )
+
+
+def fits(obj: Any) -> bool:
+    """A JSON array of rollout lines (JSONL files are sniffed line by line)."""
+    if isinstance(obj, list):
+        return bool(obj) and all(is_record(r) for r in obj[:5])
+    return is_record(obj)
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=fits,
+    shape="JSONL of Codex CLI rollout lines ({'timestamp', 'type': session_meta / "
+    "turn_context / response_item / event_msg / compacted, 'payload'})",
+    line=is_record,
+    spans_lines=True,
+)

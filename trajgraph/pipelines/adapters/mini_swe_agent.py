@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from trajgraph.core.errors import InputError
+from trajgraph.pipelines.adapters.base import LogFormat, is_list_of_dicts
 from trajgraph.pipelines.adapters.canonical import (
     add_submission,
     epoch_to_iso,
@@ -122,3 +123,20 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             metadata=metadata,
         )
     ]
+
+
+def fits(obj: Any) -> bool:
+    if not isinstance(obj, dict) or not is_list_of_dicts(obj.get("messages")):
+        return False
+    if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent"):
+        return True
+    info = obj.get("info")
+    return isinstance(info, dict) and "mini_version" in info
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=fits,
+    shape="object with 'messages' and trajectory_format 'mini-swe-agent*'",
+)
