@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LogFormat, is_list_of_dicts
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     file_stem,
@@ -72,7 +72,7 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
 
 
 def fits(obj: Any) -> bool:
-    if not isinstance(obj, dict) or not is_list_of_dicts(obj.get("trajectory")):
+    if not holds_list(obj, "trajectory"):
         return False
     steps = obj["trajectory"]
     return "episode_id" in obj or "qa_pairs" in obj or (bool(steps) and "turn_idx" in steps[0])

@@ -46,6 +46,23 @@ def is_list_of_dicts(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, dict) for v in value[:5])
 
 
+def holds_list(obj: Any, key: str) -> bool:
+    """An object with a list of JSON objects under ``key``."""
+    return isinstance(obj, dict) and is_list_of_dicts(obj.get(key))
+
+
+def one_or_array_of(is_record: Predicate) -> Predicate:
+    """The shape of a format whose records are the lines of a JSONL file, handed over as
+    JSON: an array whose first elements are all records, or one record alone."""
+
+    def fits(obj: Any) -> bool:
+        if isinstance(obj, list):
+            return bool(obj) and all(is_record(r) for r in obj[:5])
+        return is_record(obj)
+
+    return fits
+
+
 @dataclass(frozen=True)
 class RawRecord:
     """One input record before normalization.

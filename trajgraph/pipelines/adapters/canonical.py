@@ -49,8 +49,9 @@ def field(obj: Any, key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def text_of(content: Any) -> str:
-    """Message content as text: plain strings as they are, OpenAI/Anthropic part lists joined."""
+def text_of(content: Any, *, image: str | None = None) -> str:
+    """Message content as text: plain strings as they are, OpenAI/Anthropic part lists joined
+    (an image part as ``image`` when given, else left out)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -62,6 +63,8 @@ def text_of(content: Any) -> str:
                 parts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
+            elif image is not None and isinstance(part, dict) and part.get("type") == "image":
+                parts.append(image)
         return "\n".join(parts)
     return json.dumps(content, ensure_ascii=False)
 

@@ -36,19 +36,21 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import Lines, LogFormat, lines_of
+from trajgraph.pipelines.adapters.base import Lines, LogFormat, lines_of, one_or_array_of
 from trajgraph.pipelines.adapters.base import read_lines as read_lines  # for hooks/session_sync
+from trajgraph.pipelines.adapters.calls import CallLine, ToolCall
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     file_stem,
     new_trajectory,
     new_turn,
     small_json,
+    text_of,
 )
 from trajgraph.pipelines.adapters.canonical import (
     field as object_field,
@@ -83,32 +85,17 @@ SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
 
 
 @dataclass
-class Call:
-    """One tool call and what came of it: a turn of the trajectory."""
-
-    id: str
-    name: str
-    action: str
-    thought: str
-    timestamp: str | None
-    observation: str = ""
-    answered: bool = False
+class Call(ToolCall):
     is_error: bool = False
 
 
 @dataclass
-class Line:
+class Line(CallLine[Call]):
     """The turns of one agent (the main line, or a sub-agent) as the transcript gives them."""
 
     key: str  # "" for the main line, else the agent id
-    task: str = ""
-    calls: list[Call] = field(default_factory=list)
-    by_id: dict[str, Call] = field(default_factory=dict)
-    context: list[str] = field(default_factory=list)
-    final_text: str = ""
     model: str | None = None
     parent_tool_use_id: str | None = None
-    orphan_results: int = 0
     first_timestamp: str | None = None
 
     def prompt(self, text: str) -> None:
@@ -120,33 +107,15 @@ class Line:
         else:
             self.context.append(f"User: {text}")
 
-    def assistant_text(self, text: str) -> None:
-        text = text.strip()
-        if text:
-            self.context.append(text)
-            self.final_text = text
-
     def call(self, part: dict[str, Any], timestamp: str | None) -> None:
         name = str(part.get("name") or "tool")
-        args = part.get("input")
-        call = Call(
-            id=str(part.get("id") or f"call-{len(self.calls)}"),
-            name=name,
-            action=render_action(name, args),
-            thought="\n\n".join(self.context),
-            timestamp=timestamp,
-        )
-        self.context = []
-        self.final_text = ""
-        self.calls.append(call)
-        self.by_id.setdefault(call.id, call)
+        call_id = str(part.get("id") or f"call-{len(self.calls)}")
+        self.open(Call(call_id, name, render_action(name, part.get("input")), timestamp))
 
     def result(self, part: dict[str, Any]) -> None:
-        call = self.by_id.get(str(part.get("tool_use_id")))
-        if call is None or call.answered:
-            self.orphan_results += 1
+        call = self.answer(str(part.get("tool_use_id")))
+        if call is None:
             return
-        call.answered = True
         call.is_error = part.get("is_error") is True
         call.observation = observation_text(part.get("content"), call.is_error)
 
@@ -191,20 +160,7 @@ def observation_text(content: Any, is_error: bool) -> str:
 
 
 def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                if isinstance(part.get("text"), str):
-                    parts.append(part["text"])
-                elif part.get("type") == "image":
-                    parts.append("[image]")
-        return "\n".join(parts)
-    return as_text(content)
+    return text_of(content, image="[image]")
 
 
 # -- the whole session -------------------------------------------------------------------------
@@ -278,14 +234,14 @@ def _message(line: Line, rec: dict[str, Any], timestamp: Any) -> None:
             line.model = str(message["model"])
         for part in content if isinstance(content, list) else [content]:
             if isinstance(part, str):
-                line.assistant_text(part)
+                line.said(part)
             elif isinstance(part, dict):
                 if part.get("type") == "tool_use":
                     line.call(part, stamp)
                 elif part.get("type") == "text":
-                    line.assistant_text(as_text(part.get("text")))
+                    line.said(as_text(part.get("text")))
                 elif part.get("type") == "thinking":
-                    line.assistant_text(as_text(part.get("thinking")))
+                    line.said(as_text(part.get("thinking")))
         return
     if isinstance(content, str):
         line.prompt(content)
@@ -432,17 +388,10 @@ def is_record(obj: Any) -> bool:
     )
 
 
-def fits(obj: Any) -> bool:
-    """A JSON array of transcript records (JSONL files are sniffed line by line)."""
-    if isinstance(obj, list):
-        return bool(obj) and all(is_record(r) for r in obj[:5])
-    return is_record(obj)
-
-
 LOG_FORMAT = LogFormat(
     name=FORMAT,
     read=to_trajectories,
-    fits=fits,
+    fits=one_or_array_of(is_record),
     shape="JSONL of Claude Code transcript records ('type' user/assistant/..., "
     "'sessionId', 'uuid')",
     line=is_record,

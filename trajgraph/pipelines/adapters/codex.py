@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import Lines, LogFormat, lines_of
+from trajgraph.pipelines.adapters.base import Lines, LogFormat, lines_of, one_or_array_of
+from trajgraph.pipelines.adapters.calls import CallLine, ToolCall
 from trajgraph.pipelines.adapters.canonical import as_text, file_stem, new_trajectory, new_turn
 from trajgraph.pipelines.adapters.canonical import field as object_field
 
@@ -69,32 +70,17 @@ COMPACTED_MARK = "[Codex compacted the conversation here: earlier context was su
 
 
 @dataclass
-class Call:
-    """One tool call and what came of it: a turn of the trajectory."""
-
-    id: str
-    name: str
-    action: str
-    thought: str
-    timestamp: str | None
-    observation: str = ""
-    answered: bool = False
+class Call(ToolCall):
     exit_code: int | None = None
     failed: bool = False
 
 
 @dataclass
-class Rollout:
+class Rollout(CallLine[Call]):
     """A rollout's lines walked into calls, context and session facts."""
 
-    calls: list[Call] = field(default_factory=list)
-    by_id: dict[str, Call] = field(default_factory=dict)
-    task: str = ""
-    context: list[str] = field(default_factory=list)
-    final_text: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
-    orphan_results: int = 0
     compactions: list[int] = field(default_factory=list)
     encrypted_reasoning: int = 0
     # exit codes reported by events, by call id (the event may come before or after the output)
@@ -115,33 +101,14 @@ class Rollout:
         else:
             self.context.append(f"User: {text}")
 
-    def said(self, text: str) -> None:
-        text = text.strip()
-        if text:
-            self.context.append(text)
-            self.final_text = text
-
     def call(self, call_id: str, name: str, action: str, timestamp: str | None) -> Call:
-        call = Call(
-            id=call_id or f"call-{len(self.calls)}",
-            name=name,
-            action=action,
-            thought="\n\n".join(self.context),
-            timestamp=timestamp,
-        )
-        self.context = []
-        self.final_text = ""
-        self.calls.append(call)
-        self.by_id.setdefault(call.id, call)
-        return call
+        return self.open(Call(call_id or f"call-{len(self.calls)}", name, action, timestamp))
 
     def output(self, call_id: str, output: Any) -> None:
-        call = self.by_id.get(call_id)
-        if call is None or call.answered:
-            self.orphan_results += 1
+        call = self.answer(call_id)
+        if call is None:
             return
         text, code = output_text(output)
-        call.answered = True
         call.observation = text
         if code is not None:
             call.exit_code = code
@@ -436,17 +403,10 @@ def is_record(obj: Any) -> bool:
     )
 
 
-def fits(obj: Any) -> bool:
-    """A JSON array of rollout lines (JSONL files are sniffed line by line)."""
-    if isinstance(obj, list):
-        return bool(obj) and all(is_record(r) for r in obj[:5])
-    return is_record(obj)
-
-
 LOG_FORMAT = LogFormat(
     name=FORMAT,
     read=to_trajectories,
-    fits=fits,
+    fits=one_or_array_of(is_record),
     shape="JSONL of Codex CLI rollout lines ({'timestamp', 'type': session_meta / "
     "turn_context / response_item / event_msg / compacted, 'payload'})",
     line=is_record,

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LogFormat, is_list_of_dicts
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     add_submission,
     epoch_to_iso,
@@ -72,6 +72,15 @@ def _model(info: dict[str, Any], messages: list[Any]) -> str | None:
     return None
 
 
+def fits(obj: Any) -> bool:
+    if not holds_list(obj, "messages"):
+        return False
+    if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent"):
+        return True
+    info = obj.get("info")
+    return isinstance(info, dict) and "mini_version" in info
+
+
 def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
         raise InputError("mini-swe-agent log needs a 'messages' list", source=source)
@@ -123,15 +132,6 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             metadata=metadata,
         )
     ]
-
-
-def fits(obj: Any) -> bool:
-    if not isinstance(obj, dict) or not is_list_of_dicts(obj.get("messages")):
-        return False
-    if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent"):
-        return True
-    info = obj.get("info")
-    return isinstance(info, dict) and "mini_version" in info
 
 
 LOG_FORMAT = LogFormat(

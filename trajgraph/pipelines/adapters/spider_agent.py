@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LogFormat, is_list_of_dicts
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     file_stem,
     new_trajectory,
@@ -63,14 +63,10 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     return [rollout_to_trajectory(item, source=source) for item in items]
 
 
-def fits(obj: Any) -> bool:
-    return isinstance(obj, dict) and is_list_of_dicts(obj.get("conversation"))
-
-
 LOG_FORMAT = LogFormat(
     name=FORMAT,
     read=to_trajectories,
-    fits=fits,
+    fits=lambda obj: holds_list(obj, "conversation"),
     shape="object (or array of them) with a 'conversation' message list",
     episodes_per_array=True,
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LogFormat, is_list_of_dicts
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     field,
     file_stem,
@@ -65,14 +65,10 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     return [episode_to_trajectory(item, source=source) for item in items]
 
 
-def fits(obj: Any) -> bool:
-    return isinstance(obj, dict) and is_list_of_dicts(obj.get("traj"))
-
-
 LOG_FORMAT = LogFormat(
     name=FORMAT,
     read=to_trajectories,
-    fits=fits,
+    fits=lambda obj: holds_list(obj, "traj"),
     shape="object (or array of them) with a 'traj' message list",
     episodes_per_array=True,
 )
