@@ -32,14 +32,19 @@ becomes what (docs/formats/codex.md):
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import Lines, LogFormat, lines_of, one_or_array_of
+from trajgraph.pipelines.adapters.base import (
+    Lines,
+    LogFormat,
+    lines_of,
+    one_or_array_of,
+    parse_json,
+)
 from trajgraph.pipelines.adapters.calls import CallLine, ToolCall
 from trajgraph.pipelines.adapters.canonical import as_text, file_stem, new_trajectory, new_turn
 from trajgraph.pipelines.adapters.canonical import field as object_field
@@ -119,12 +124,13 @@ class Rollout(CallLine[Call]):
 
 def parse_arguments(raw: Any) -> Any:
     """A call's ``arguments``: parsed when it is a JSON string, else the text verbatim (a
-    redacted or cut log holds text that is not JSON; it is still the call)."""
+    redacted or cut log holds text that is not JSON; it is still the call). Parsed as the
+    record was (``base.parse_json``): a lone surrogate escape inside becomes U+FFFD."""
     if not isinstance(raw, str):
         return raw
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
+        return parse_json(raw)
+    except ValueError:  # not JSON, nested too deeply, a non-finite number
         return raw
 
 
