@@ -1,13 +1,16 @@
 """Turn one normalized trajectory plus its merged extraction into parameter rows for the writer.
 
 This is where extraction references (``turn:N``, ``state:KEY``, ``object:NAME``) become
-deterministic uids; rows whose endpoints do not resolve are dropped and counted.
+deterministic uids; rows whose endpoints do not resolve are dropped and counted. One small
+builder per node or edge kind (``BUILDERS``, in write order) makes that kind's rows; each
+kind's Cypher statement is graph/cypher.py's (graph/writer.py ``STATEMENTS``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -24,27 +27,6 @@ GRAPH_MODEL = 1
 
 # Neo4j range-index keys are limited to about 8 KB; identifiers beyond this are not identifiers.
 MAX_INDEXED_CHARS = 1024
-
-# Order matters: nodes before the edges that MATCH them; the completion mark goes last.
-ROW_KINDS: tuple[str, ...] = (
-    "trajectories",
-    "turns",
-    "next",
-    "states",
-    "objects",
-    "causes_turn_state",
-    "causes_state_turn",
-    "causes_state_state",
-    "causes_turn_turn",
-    "associated_state_object",
-    "associated_state_state",
-    "associated_object_object",
-    "supersedes",
-    "signatures",
-    "resolutions",
-    "resolution_steps",
-    "complete",
-)
 
 
 @dataclass
@@ -93,20 +75,78 @@ def build_rows(
     extractor: str,
     content_hash: str,
 ) -> GraphRows:
-    tenant: str = traj.get("tenant") or "default"
-    tid: str = traj["id"]
-    tuid = node_ids.trajectory_uid(tenant, tid)
-    out = GraphRows(trajectory_uid=tuid, content_hash=content_hash)
-    r = out.rows
-    base = {"tenant": tenant, "trajectory_uid": tuid, "trajectory_id": tid}
+    b = Build.start(traj, extraction, extractor=extractor, content_hash=content_hash)
+    for builder in BUILDERS:
+        builder.build(b)
+    return b.out
 
-    turns = traj["turns"]
-    r["trajectories"].append(
+
+@dataclass
+class Build:
+    """One trajectory's rows while they are built: what the builders share (its identity,
+    the uids of the turns, the references resolved so far)."""
+
+    traj: dict[str, Any]
+    extraction: TrajectoryExtraction
+    extractor: str
+    tenant: str
+    tid: str
+    out: GraphRows
+    base: dict[str, str]  # the properties every node of the trajectory carries
+    turn_uids: dict[int, str] = field(default_factory=dict)
+    # extraction reference (turn:N, state:KEY, object:NAME) -> (node kind, uid)
+    refs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    written_states: dict[str, StateItem] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls,
+        traj: dict[str, Any],
+        extraction: TrajectoryExtraction,
+        *,
+        extractor: str,
+        content_hash: str,
+    ) -> Build:
+        tenant: str = traj.get("tenant") or "default"
+        tid: str = traj["id"]
+        tuid = node_ids.trajectory_uid(tenant, tid)
+        return cls(
+            traj=traj,
+            extraction=extraction,
+            extractor=extractor,
+            tenant=tenant,
+            tid=tid,
+            out=GraphRows(trajectory_uid=tuid, content_hash=content_hash),
+            base={"tenant": tenant, "trajectory_uid": tuid, "trajectory_id": tid},
+        )
+
+    @property
+    def rows(self) -> dict[str, list[dict[str, Any]]]:
+        return self.out.rows
+
+    def drop(self) -> None:
+        self.out.dropped += 1
+
+
+@dataclass(frozen=True)
+class Builder:
+    """Makes the rows of ``kinds`` (row kinds, in write order) for one trajectory."""
+
+    kinds: tuple[str, ...]
+    build: Callable[[Build], None]
+
+
+# -- nodes -------------------------------------------------------------------------------------
+
+
+def _trajectory(b: Build) -> None:
+    traj = b.traj
+    b.rows["trajectories"].append(
         {
-            "uid": tuid,
+            "uid": b.out.trajectory_uid,
             "props": {
-                "id": tid,
-                "tenant": tenant,
+                "id": b.tid,
+                "tenant": b.tenant,
                 "source": traj["source"],
                 "task": traj.get("task", ""),
                 "format": traj["format"],
@@ -114,23 +154,24 @@ def build_rows(
                 "metadata": json.dumps(
                     traj.get("metadata") or {}, sort_keys=True, ensure_ascii=False
                 ),
-                "turn_count": len(turns),
-                "extractor": extractor,
+                "turn_count": len(traj["turns"]),
+                "extractor": b.extractor,
             },
         }
     )
 
-    turn_uids: dict[int, str] = {}
-    for turn in turns:
+
+def _turns(b: Build) -> None:
+    for turn in b.traj["turns"]:
         idx = int(turn["idx"])
-        tu = node_ids.turn_uid(tenant, tid, idx)
-        turn_uids[idx] = tu
-        r["turns"].append(
+        tu = node_ids.turn_uid(b.tenant, b.tid, idx)
+        b.turn_uids[idx] = tu
+        b.rows["turns"].append(
             {
                 "uid": tu,
-                "trajectory_uid": tuid,
+                "trajectory_uid": b.out.trajectory_uid,
                 "props": {
-                    **base,
+                    **b.base,
                     "idx": idx,
                     "action": turn["action"],
                     "observation": turn["observation"],
@@ -141,56 +182,61 @@ def build_rows(
                 },
             }
         )
-    order = sorted(turn_uids)
-    for a, b in pairwise(order):
-        r["next"].append({"src": turn_uids[a], "dst": turn_uids[b]})
+    b.refs.update({f"turn:{i}": ("turn", u) for i, u in b.turn_uids.items()})
 
-    refs: dict[str, tuple[str, str]] = {f"turn:{i}": ("turn", u) for i, u in turn_uids.items()}
-    written_states: dict[str, StateItem] = {}
 
-    for s in extraction.states:
-        if s.turn not in turn_uids:
-            out.dropped += 1
+def _next(b: Build) -> None:
+    order = sorted(b.turn_uids)
+    for x, y in pairwise(order):
+        b.rows["next"].append({"src": b.turn_uids[x], "dst": b.turn_uids[y]})
+
+
+def _states(b: Build) -> None:
+    for s in b.extraction.states:
+        if s.turn not in b.turn_uids:
+            b.drop()
             continue
         subject = s.subject[:MAX_INDEXED_CHARS]
-        su = node_ids.state_uid(tenant, tid, s.turn, subject, s.attribute, s.value)
-        if f"state:{s.key}" in refs:
-            out.dropped += 1
+        su = node_ids.state_uid(b.tenant, b.tid, s.turn, subject, s.attribute, s.value)
+        if f"state:{s.key}" in b.refs:
+            b.drop()
             continue
-        refs[f"state:{s.key}"] = ("state", su)
-        written_states.setdefault(su, s)
-        r["states"].append(
+        b.refs[f"state:{s.key}"] = ("state", su)
+        b.written_states.setdefault(su, s)
+        b.rows["states"].append(
             {
                 "uid": su,
-                "turn_uid": turn_uids[s.turn],
+                "turn_uid": b.turn_uids[s.turn],
                 "props": {
-                    **base,
+                    **b.base,
                     "turn": s.turn,
                     "subject": subject,
                     "attribute": s.attribute[:MAX_INDEXED_CHARS],
                     "value": s.value,
                     "kind": s.kind,
                     "text": s.text,
-                    "extractor": s.extractor or extractor,
+                    "extractor": s.extractor or b.extractor,
                 },
             }
         )
-    _dedupe(r["states"])
+    _dedupe(b.rows["states"])
 
-    for o in extraction.objects:
+
+def _objects(b: Build) -> None:
+    for o in b.extraction.objects:
         if not o.name or len(o.name) > MAX_INDEXED_CHARS:
-            out.dropped += 1
+            b.drop()
             continue
-        ou = node_ids.object_uid(tenant, tid, o.name)
-        refs[f"object:{o.name}"] = ("object", ou)
-        seen_turns = sorted({t for t in o.turns if t in turn_uids})
-        r["objects"].append(
+        ou = node_ids.object_uid(b.tenant, b.tid, o.name)
+        b.refs[f"object:{o.name}"] = ("object", ou)
+        seen_turns = sorted({t for t in o.turns if t in b.turn_uids})
+        b.rows["objects"].append(
             {
                 "uid": ou,
-                "identifier_uid": node_ids.identifier_uid(tenant, o.name),
-                "turn_uids": [turn_uids[t] for t in seen_turns],
+                "identifier_uid": node_ids.identifier_uid(b.tenant, o.name),
+                "turn_uids": [b.turn_uids[t] for t in seen_turns],
                 "props": {
-                    **base,
+                    **b.base,
                     "name": o.name,
                     "kind": o.kind,
                     "turns": seen_turns,
@@ -198,59 +244,96 @@ def build_rows(
                 },
             }
         )
-    _dedupe(r["objects"])
+    _dedupe(b.rows["objects"])
 
-    for c in extraction.causes:
-        src, dst = refs.get(c.src), refs.get(c.dst)
+
+# -- edges between them (graph/cypher.py MERGE_EDGES) ------------------------------------------
+
+_CAUSES = ("causes_turn_state", "causes_state_turn", "causes_state_state", "causes_turn_turn")
+_ASSOCIATED = ("associated_state_object", "associated_state_state", "associated_object_object")
+
+
+def _causes(b: Build) -> None:
+    for c in b.extraction.causes:
+        src, dst = b.refs.get(c.src), b.refs.get(c.dst)
         if src is None or dst is None or src[1] == dst[1]:
-            out.dropped += 1
+            b.drop()
             continue
         kind = f"causes_{src[0]}_{dst[0]}"
-        if kind not in r:
-            out.dropped += 1
+        if kind not in _CAUSES:
+            b.drop()
             continue
-        r[kind].append(
+        b.rows[kind].append(
             {
                 "src": src[1],
                 "dst": dst[1],
                 "turns": sorted(set(c.turns)),
                 "reason": c.reason,
-                "extractor": extractor,
+                "extractor": b.extractor,
             }
         )
+    _dedupe_edges(b, _CAUSES)
 
-    for assoc in extraction.associations:
-        ea, eb = refs.get(assoc.a), refs.get(assoc.b)
+
+def _associated(b: Build) -> None:
+    for assoc in b.extraction.associations:
+        ea, eb = b.refs.get(assoc.a), b.refs.get(assoc.b)
         if ea is None or eb is None or ea[1] == eb[1] or "turn" in (ea[0], eb[0]):
-            out.dropped += 1
+            b.drop()
             continue
         # ASSOCIATED is undirected: store it once, state before object, else lower uid first.
         if (ea[0] == "object" and eb[0] == "state") or (ea[0] == eb[0] and ea[1] > eb[1]):
             ea, eb = eb, ea
-        r[f"associated_{ea[0]}_{eb[0]}"].append(
+        b.rows[f"associated_{ea[0]}_{eb[0]}"].append(
             {"src": ea[1], "dst": eb[1], "turns": sorted(set(assoc.turns))}
         )
+    _dedupe_edges(b, _ASSOCIATED)
 
-    for sup in extraction.supersedes:
-        newer, older = refs.get(sup.newer), refs.get(sup.older)
+
+def _supersedes(b: Build) -> None:
+    for sup in b.extraction.supersedes:
+        newer, older = b.refs.get(sup.newer), b.refs.get(sup.older)
         if newer is None or older is None or newer[0] != "state" or older[0] != "state":
-            out.dropped += 1
+            b.drop()
             continue
-        r["supersedes"].append({"src": newer[1], "dst": older[1], "turns": sorted(set(sup.turns))})
+        b.rows["supersedes"].append(
+            {"src": newer[1], "dst": older[1], "turns": sorted(set(sup.turns))}
+        )
+    _dedupe_edges(b, ("supersedes",))
 
-    for kind in ROW_KINDS:
-        if kind.startswith(("causes_", "associated_", "supersedes")):
-            _dedupe_edges(r[kind])
-    r["signatures"], r["resolutions"], r["resolution_steps"] = lesson_rows(
-        tenant=tenant,
-        trajectory_id=tid,
-        turns=turns,
-        states=[(st, uid) for uid, st in written_states.items()],
-        turn_uids=turn_uids,
-        base=base,
+
+# -- cross-run memory and the completion mark --------------------------------------------------
+
+
+def _lessons(b: Build) -> None:
+    b.rows["signatures"], b.rows["resolutions"], b.rows["resolution_steps"] = lesson_rows(
+        tenant=b.tenant,
+        trajectory_id=b.tid,
+        turns=b.traj["turns"],
+        states=[(st, uid) for uid, st in b.written_states.items()],
+        turn_uids=b.turn_uids,
+        base=b.base,
     )
-    r["complete"].append({"uid": tuid, "content_hash": content_hash})
-    return out
+
+
+def _complete(b: Build) -> None:
+    b.rows["complete"].append({"uid": b.out.trajectory_uid, "content_hash": b.out.content_hash})
+
+
+# Order matters: nodes before the edges that MATCH them; the completion mark goes last.
+BUILDERS: tuple[Builder, ...] = (
+    Builder(("trajectories",), _trajectory),
+    Builder(("turns",), _turns),
+    Builder(("next",), _next),
+    Builder(("states",), _states),
+    Builder(("objects",), _objects),
+    Builder(_CAUSES, _causes),
+    Builder(_ASSOCIATED, _associated),
+    Builder(("supersedes",), _supersedes),
+    Builder(("signatures", "resolutions", "resolution_steps"), _lessons),
+    Builder(("complete",), _complete),
+)
+ROW_KINDS: tuple[str, ...] = tuple(kind for builder in BUILDERS for kind in builder.kinds)
 
 
 def _dedupe(rows: list[dict[str, Any]]) -> None:
@@ -263,7 +346,13 @@ def _dedupe(rows: list[dict[str, Any]]) -> None:
     rows[:] = keep
 
 
-def _dedupe_edges(rows: list[dict[str, Any]]) -> None:
+def _dedupe_edges(b: Build, kinds: tuple[str, ...]) -> None:
+    """One edge per (src, dst) of each kind, with the turns of all its mentions."""
+    for kind in kinds:
+        b.rows[kind] = _merged_edges(b.rows[kind])
+
+
+def _merged_edges(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for row in rows:
         key = (row["src"], row["dst"])
@@ -271,4 +360,4 @@ def _dedupe_edges(rows: list[dict[str, Any]]) -> None:
             merged[key]["turns"] = sorted(set(merged[key]["turns"]) | set(row["turns"]))
         else:
             merged[key] = row
-    rows[:] = list(merged.values())
+    return list(merged.values())

@@ -120,6 +120,27 @@ def test_a_lone_surrogate_in_an_otel_span_file_becomes_fffd() -> None:
     assert traj["turns"][0]["action"].count(FFFD) == 2
 
 
+def test_a_lone_surrogate_in_codex_call_arguments_becomes_fffd() -> None:
+    # Codex writes a call's arguments as JSON text inside the line: the adapter parses them a
+    # second time, with the records' own parser, so the escape inside is repaired too.
+    arguments = json.dumps({"command": ["bash", "-lc", "echo x\ud83d"]})
+    lines = [
+        {"timestamp": "t0", "type": "session_meta", "payload": {"id": "rollout-1"}},
+        {
+            "timestamp": "t1",
+            "type": "response_item",
+            "payload": {
+                "type": "function_call",
+                "name": "shell",
+                "call_id": "c1",
+                "arguments": arguments,
+            },
+        },
+    ]
+    (traj,) = _adapted("rollout.jsonl", _jsonl(lines))
+    assert traj["turns"][0]["action"] == "echo x" + FFFD
+
+
 def _nested(levels: int) -> Any:
     value: Any = "x"
     for _ in range(levels):

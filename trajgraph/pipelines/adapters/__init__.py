@@ -3,7 +3,8 @@
 
 Splitting does only what must see the whole file (container type, top-level JSON shape), so
 that a bad JSONL line or array element fails alone later, in ``normalize``, with its locator.
-The mapping of each format onto turns is documented in docs/formats.md and in each module.
+The mapping of each format onto turns is documented in docs/formats.md and in each module;
+the formats themselves are ``detect.REGISTRY``, one ``LogFormat`` each.
 """
 
 from __future__ import annotations
@@ -15,25 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajgraph.core.errors import ConfigError, InputError
-from trajgraph.pipelines.adapters import (
-    ama_bench,
-    canonical,
-    claude_code,
-    codex,
-    messages,
-    mini_swe_agent,
-    openhands,
-    otel_genai,
-    spider_agent,
-    swe_agent,
-    tau_bench,
-)
+from trajgraph.pipelines.adapters import canonical, swe_agent
 from trajgraph.pipelines.adapters.base import LineFile, RawRecord, parse_json
 from trajgraph.pipelines.adapters.detect import (
-    LINE_FILE_FORMATS,
-    SHAPES,
+    BY_NAME,
+    FORMATS,
     describe,
-    is_swe_agent,
     matches,
     sniff,
     sniff_line_file,
@@ -41,7 +29,6 @@ from trajgraph.pipelines.adapters.detect import (
 )
 
 __all__ = [
-    "ADAPTERS",
     "DEFAULT_MAX_RECORD_BYTES",
     "FORMATS",
     "LineFile",
@@ -51,46 +38,12 @@ __all__ = [
     "split_records",
 ]
 
-FORMATS: tuple[str, ...] = (
-    "swe-agent",
-    "mini-swe-agent",
-    "openhands",
-    "spider-agent",
-    "tau-bench",
-    "ama-bench",
-    "claude-code",
-    "codex",
-    "otel-genai",
-    "messages",
-    "canonical",
-    "parquet",
-)
-
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
-
-Adapter = Callable[..., list[dict[str, Any]]]
-
-ADAPTERS: dict[str, Adapter] = {
-    "swe-agent": swe_agent.to_trajectories,
-    "mini-swe-agent": mini_swe_agent.to_trajectories,
-    "openhands": openhands.to_trajectories,
-    "spider-agent": spider_agent.to_trajectories,
-    "tau-bench": tau_bench.to_trajectories,
-    "ama-bench": ama_bench.to_trajectories,
-    "claude-code": claude_code.to_trajectories,
-    "codex": codex.to_trajectories,
-    "otel-genai": otel_genai.to_trajectories,
-    "messages": messages.to_trajectories,
-    "canonical": canonical.to_trajectories,
-    "parquet": canonical.from_parquet_row,
-}
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _PARQUET_MAGIC = b"PAR1"
 _BOM = b"\xef\xbb\xbf"
 _NON_SPACE = re.compile(rb"\S")
-# Containers a top-level JSON array may hold one episode per element of.
-_MULTI_EPISODE = ("tau-bench", "spider-agent", "ama-bench", "messages", "canonical")
 
 
 @dataclass(frozen=True)
@@ -148,12 +101,13 @@ def _decode(data: bytes, source: str, locator: str = "") -> str:
 def _jsonl_records(
     source: str, data: bytes, fmt: str | None, max_record_bytes: int
 ) -> Iterator[RawRecord]:
-    if fmt in LINE_FILE_FORMATS:
+    known = BY_NAME.get(fmt) if fmt is not None else None
+    if known is not None and known.spans_lines:
         whole: str | None = fmt
     else:
         # A chat log may be one message per line (one record) or one conversation per line.
-        sniffed = sniff_line_file(data) if fmt in (None, "messages") else None
-        whole = sniffed if fmt is None or sniffed == fmt else None
+        sniffed = sniff_line_file(data) if known is None or known.line is not None else None
+        whole = sniffed if known is None or sniffed == fmt else None
     if whole is not None:
         # A transcript or trace export: one trajectory spans the lines, so the file is one
         # record and its adapter reads the lines (and forgives a torn last one).
@@ -235,7 +189,8 @@ def _records_of(source: str, obj: Any, fmt: str | None) -> Iterator[RawRecord]:
     if fmt is not None:
         yield from _explicit_records(source, obj, fmt)
         return
-    detected = "swe-agent" if source.lower().endswith(".traj") and is_swe_agent(obj) else None
+    traj_file = source.lower().endswith(".traj") and swe_agent.fits(obj)
+    detected = swe_agent.FORMAT if traj_file else None
     detected = detected or sniff(obj)
     if detected is not None:
         yield RawRecord(source=source, locator="file", format=detected, payload=obj)
@@ -258,13 +213,13 @@ def _records_of(source: str, obj: Any, fmt: str | None) -> Iterator[RawRecord]:
 
 
 def _explicit_records(source: str, obj: Any, fmt: str) -> Iterator[RawRecord]:
-    if isinstance(obj, list) and fmt in _MULTI_EPISODE and not matches(fmt, obj):
+    shape = BY_NAME[fmt].shape
+    if isinstance(obj, list) and BY_NAME[fmt].episodes_per_array and not matches(fmt, obj):
         if not obj:
             raise InputError("file holds an empty JSON array: no trajectories", source=source)
         if not matches(fmt, obj[0]):
             raise InputError(
-                f"format {fmt!r} does not fit: expected {SHAPES[fmt]} per element, "
-                f"got {describe(obj)}",
+                f"format {fmt!r} does not fit: expected {shape} per element, got {describe(obj)}",
                 source=source,
             )
         for n, item in enumerate(obj):
@@ -273,7 +228,6 @@ def _explicit_records(source: str, obj: Any, fmt: str) -> Iterator[RawRecord]:
             )
         return
     if not matches(fmt, obj):
-        shape = SHAPES.get(fmt, "a Parquet file")
         raise InputError(
             f"format {fmt!r} does not fit: expected {shape}, got {describe(obj)}",
             source=source,
@@ -337,11 +291,11 @@ def normalize(
             raise fail(f"expected a JSON object (one trajectory), got {describe(obj)}")
         if fmt is None:
             raise fail(unknown_format(obj))
-    adapter = ADAPTERS.get(fmt)
-    if adapter is None:
+    known = BY_NAME.get(fmt)
+    if known is None:
         raise fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     try:
-        return _record_ids(adapter(obj, source=record.source), obj, record)
+        return _record_ids(known.read(obj, source=record.source), obj, record)
     except InputError as e:
         raise fail(e.reason) from e
     except (

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajgraph.core.errors import InputError
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     file_stem,
@@ -68,3 +69,20 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             metadata=metadata,
         )
     ]
+
+
+def fits(obj: Any) -> bool:
+    if not holds_list(obj, "trajectory"):
+        return False
+    steps = obj["trajectory"]
+    return "episode_id" in obj or "qa_pairs" in obj or (bool(steps) and "turn_idx" in steps[0])
+
+
+# Tried before SWE-agent, whose .traj also has a 'trajectory' list (detect.REGISTRY).
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=fits,
+    shape="object with 'episode_id' and a 'trajectory' list",
+    episodes_per_array=True,
+)

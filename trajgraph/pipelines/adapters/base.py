@@ -1,5 +1,6 @@
-"""What every format adapter shares: the raw record handed between read and normalize, and
-the one JSON parser for untrusted records."""
+"""What every format adapter shares: the record of a log format (``LogFormat``, registered in
+``detect.REGISTRY``), the raw record handed between read and normalize, and the one JSON
+parser for untrusted records."""
 
 from __future__ import annotations
 
@@ -12,6 +13,54 @@ from typing import Any
 
 # Re-exported: the adapters' and the dead letters' text repair is the errors' own.
 from trajgraph.core.errors import without_lone_surrogates as without_lone_surrogates
+
+Reader = Callable[..., list[dict[str, Any]]]  # (obj, *, source) -> canonical trajectory dicts
+Predicate = Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class LogFormat:
+    """One log format: the one record of it that detection, ``--format``'s choices, error
+    messages and the table of docs/formats.md are derived from (``detect.REGISTRY`` lists them
+    in the order sniffing tries them). Each adapter module declares its own."""
+
+    name: str
+    read: Reader
+    # Whether a parsed JSON value has this format's shape: a look at the top level only (a
+    # few keys, the first elements), never the whole log, so sniffing stays cheap.
+    fits: Predicate
+    shape: str  # what the format looks like, in words (error messages, the docs table)
+    # A top-level JSON array of these holds one episode per element (one record each).
+    episodes_per_array: bool = False
+    # Recognises a first line of a JSONL file whose lines together make the log: such a file
+    # is one record (a ``LineFile``) that the reader parses itself.
+    line: Predicate | None = None
+    # Given by ``--format``, a JSONL file of this format is always one ``LineFile`` record.
+    spans_lines: bool = False
+    # Tried by sniffing a parsed value; False for a format told by its file type (Parquet).
+    sniffed: bool = True
+
+
+def is_list_of_dicts(value: Any) -> bool:
+    """A list whose first elements are JSON objects (a step list, a message list)."""
+    return isinstance(value, list) and all(isinstance(v, dict) for v in value[:5])
+
+
+def holds_list(obj: Any, key: str) -> bool:
+    """An object with a list of JSON objects under ``key``."""
+    return isinstance(obj, dict) and is_list_of_dicts(obj.get(key))
+
+
+def one_or_array_of(is_record: Predicate) -> Predicate:
+    """The shape of a format whose records are the lines of a JSONL file, handed over as
+    JSON: an array whose first elements are all records, or one record alone."""
+
+    def fits(obj: Any) -> bool:
+        if isinstance(obj, list):
+            return bool(obj) and all(is_record(r) for r in obj[:5])
+        return is_record(obj)
+
+    return fits
 
 
 @dataclass(frozen=True)
@@ -175,6 +224,18 @@ def read_lines(
             out.bad_lines.append(lineno)
     out.torn_last_line = pending_bad is not None
     return out
+
+
+def lines_of(obj: Any) -> Lines | None:
+    """The records of a log whose lines make it (a ``LineFile``, or a JSON array of its lines,
+    or one line alone); None for any other value."""
+    if isinstance(obj, LineFile):
+        return read_lines(split_lines(obj.data))
+    if isinstance(obj, list):
+        return Lines(records=[r for r in obj if isinstance(r, dict)])
+    if isinstance(obj, dict):
+        return Lines(records=[obj])
+    return None
 
 
 def split_lines(data: bytes) -> list[bytes]:

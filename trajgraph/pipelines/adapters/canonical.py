@@ -13,6 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 from trajgraph.core.errors import InputError
+from trajgraph.pipelines.adapters.base import LogFormat
 
 FORMAT = "canonical"
 
@@ -48,8 +49,9 @@ def field(obj: Any, key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def text_of(content: Any) -> str:
-    """Message content as text: plain strings as they are, OpenAI/Anthropic part lists joined."""
+def text_of(content: Any, *, image: str | None = None) -> str:
+    """Message content as text: plain strings as they are, OpenAI/Anthropic part lists joined
+    (an image part as ``image`` when given, else left out)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -61,6 +63,8 @@ def text_of(content: Any) -> str:
                 parts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
+            elif image is not None and isinstance(part, dict) and part.get("type") == "image":
+                parts.append(image)
         return "\n".join(parts)
     return json.dumps(content, ensure_ascii=False)
 
@@ -254,3 +258,24 @@ def from_parquet_row(row: Any, *, source: str) -> list[dict[str, Any]]:
     if not obj.get("format"):
         obj["format"] = "parquet"
     return to_trajectories(obj, source=source)
+
+
+def is_canonical(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("turns"), list)
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=is_canonical,
+    shape="object with a 'turns' list",
+    episodes_per_array=True,
+)
+# Canonical rows of a Parquet file: told by the file type, never sniffed from a JSON value.
+PARQUET = LogFormat(
+    name="parquet",
+    read=from_parquet_row,
+    fits=is_canonical,
+    shape="a Parquet file",
+    sniffed=False,
+)

@@ -36,18 +36,21 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LineFile, Lines, read_lines, split_lines
+from trajgraph.pipelines.adapters.base import Lines, LogFormat, lines_of, one_or_array_of
+from trajgraph.pipelines.adapters.base import read_lines as read_lines  # for hooks/session_sync
+from trajgraph.pipelines.adapters.calls import CallLine, ToolCall
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     file_stem,
     new_trajectory,
     new_turn,
     small_json,
+    text_of,
 )
 from trajgraph.pipelines.adapters.canonical import (
     field as object_field,
@@ -55,9 +58,17 @@ from trajgraph.pipelines.adapters.canonical import (
 
 FORMAT = "claude-code"
 
-# Record types that are a conversation; everything else is bookkeeping or unknown. Which
-# types make a line a transcript record at all is detect.is_claude_code_record's one list.
+# Record types that are a conversation; everything else is bookkeeping or unknown.
 CONVERSATION = frozenset({"user", "assistant"})
+# Every record type of a transcript: what makes a line a transcript record at all.
+RECORD_TYPES = CONVERSATION | {
+    "file-history-snapshot",
+    "queue-operation",
+    "last-prompt",
+    "system",
+    "summary",
+    "progress",
+}
 _EXIT_HEAD = re.compile(r"^Exit code -?\d+\b")
 _TOOL_USE_ERROR = re.compile(r"^\s*<tool_use_error>(.*)</tool_use_error>\s*$", re.DOTALL)
 # User records the harness writes (slash commands, their output, interruptions): context,
@@ -74,32 +85,17 @@ SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
 
 
 @dataclass
-class Call:
-    """One tool call and what came of it: a turn of the trajectory."""
-
-    id: str
-    name: str
-    action: str
-    thought: str
-    timestamp: str | None
-    observation: str = ""
-    answered: bool = False
+class Call(ToolCall):
     is_error: bool = False
 
 
 @dataclass
-class Line:
+class Line(CallLine[Call]):
     """The turns of one agent (the main line, or a sub-agent) as the transcript gives them."""
 
     key: str  # "" for the main line, else the agent id
-    task: str = ""
-    calls: list[Call] = field(default_factory=list)
-    by_id: dict[str, Call] = field(default_factory=dict)
-    context: list[str] = field(default_factory=list)
-    final_text: str = ""
     model: str | None = None
     parent_tool_use_id: str | None = None
-    orphan_results: int = 0
     first_timestamp: str | None = None
 
     def prompt(self, text: str) -> None:
@@ -111,33 +107,15 @@ class Line:
         else:
             self.context.append(f"User: {text}")
 
-    def assistant_text(self, text: str) -> None:
-        text = text.strip()
-        if text:
-            self.context.append(text)
-            self.final_text = text
-
     def call(self, part: dict[str, Any], timestamp: str | None) -> None:
         name = str(part.get("name") or "tool")
-        args = part.get("input")
-        call = Call(
-            id=str(part.get("id") or f"call-{len(self.calls)}"),
-            name=name,
-            action=render_action(name, args),
-            thought="\n\n".join(self.context),
-            timestamp=timestamp,
-        )
-        self.context = []
-        self.final_text = ""
-        self.calls.append(call)
-        self.by_id.setdefault(call.id, call)
+        call_id = str(part.get("id") or f"call-{len(self.calls)}")
+        self.open(Call(call_id, name, render_action(name, part.get("input")), timestamp))
 
     def result(self, part: dict[str, Any]) -> None:
-        call = self.by_id.get(str(part.get("tool_use_id")))
-        if call is None or call.answered:
-            self.orphan_results += 1
+        call = self.answer(str(part.get("tool_use_id")))
+        if call is None:
             return
-        call.answered = True
         call.is_error = part.get("is_error") is True
         call.observation = observation_text(part.get("content"), call.is_error)
 
@@ -182,20 +160,7 @@ def observation_text(content: Any, is_error: bool) -> str:
 
 
 def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                if isinstance(part.get("text"), str):
-                    parts.append(part["text"])
-                elif part.get("type") == "image":
-                    parts.append("[image]")
-        return "\n".join(parts)
-    return as_text(content)
+    return text_of(content, image="[image]")
 
 
 # -- the whole session -------------------------------------------------------------------------
@@ -269,14 +234,14 @@ def _message(line: Line, rec: dict[str, Any], timestamp: Any) -> None:
             line.model = str(message["model"])
         for part in content if isinstance(content, list) else [content]:
             if isinstance(part, str):
-                line.assistant_text(part)
+                line.said(part)
             elif isinstance(part, dict):
                 if part.get("type") == "tool_use":
                     line.call(part, stamp)
                 elif part.get("type") == "text":
-                    line.assistant_text(as_text(part.get("text")))
+                    line.said(as_text(part.get("text")))
                 elif part.get("type") == "thinking":
-                    line.assistant_text(as_text(part.get("thinking")))
+                    line.said(as_text(part.get("thinking")))
         return
     if isinstance(content, str):
         line.prompt(content)
@@ -395,13 +360,8 @@ def _is_sidechain_file(records: list[dict[str, Any]]) -> bool:
 def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     """A transcript (the whole JSONL file, or a JSON array of its records) → trajectories:
     the main line first, then one per sub-agent."""
-    if isinstance(obj, LineFile):
-        lines = read_lines(split_lines(obj.data))
-    elif isinstance(obj, list):
-        lines = Lines(records=[r for r in obj if isinstance(r, dict)])
-    elif isinstance(obj, dict):
-        lines = Lines(records=[obj])
-    else:
+    lines = lines_of(obj)
+    if lines is None:
         raise InputError("a Claude Code transcript is a JSONL file of records", source=source)
     if not any(r.get("type") in CONVERSATION for r in lines.records):
         raise InputError(
@@ -410,3 +370,30 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             source=source,
         )
     return trajectories_of(read_session(lines.records), lines, source=source)
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+
+def is_record(obj: Any) -> bool:
+    """One line of a Claude Code transcript."""
+    if not isinstance(obj, dict) or obj.get("type") not in RECORD_TYPES:
+        return False
+    if obj["type"] == "file-history-snapshot":
+        return "snapshot" in obj or "messageId" in obj
+    if obj["type"] == "summary":
+        return "leafUuid" in obj
+    return "sessionId" in obj and (
+        "uuid" in obj or obj["type"] in ("queue-operation", "last-prompt")
+    )
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=one_or_array_of(is_record),
+    shape="JSONL of Claude Code transcript records ('type' user/assistant/..., "
+    "'sessionId', 'uuid')",
+    line=is_record,
+    spans_lines=True,
+)

@@ -32,20 +32,26 @@ becomes what (docs/formats/codex.md):
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LineFile, Lines, read_lines, split_lines
+from trajgraph.pipelines.adapters.base import (
+    Lines,
+    LogFormat,
+    lines_of,
+    one_or_array_of,
+    parse_json,
+)
+from trajgraph.pipelines.adapters.calls import CallLine, ToolCall
 from trajgraph.pipelines.adapters.canonical import as_text, file_stem, new_trajectory, new_turn
 from trajgraph.pipelines.adapters.canonical import field as object_field
 
 FORMAT = "codex"
 
-# Top-level line types of a rollout (detect.is_codex_record keeps its own copy).
+# Top-level line types of a rollout.
 LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -69,32 +75,17 @@ COMPACTED_MARK = "[Codex compacted the conversation here: earlier context was su
 
 
 @dataclass
-class Call:
-    """One tool call and what came of it: a turn of the trajectory."""
-
-    id: str
-    name: str
-    action: str
-    thought: str
-    timestamp: str | None
-    observation: str = ""
-    answered: bool = False
+class Call(ToolCall):
     exit_code: int | None = None
     failed: bool = False
 
 
 @dataclass
-class Rollout:
+class Rollout(CallLine[Call]):
     """A rollout's lines walked into calls, context and session facts."""
 
-    calls: list[Call] = field(default_factory=list)
-    by_id: dict[str, Call] = field(default_factory=dict)
-    task: str = ""
-    context: list[str] = field(default_factory=list)
-    final_text: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
-    orphan_results: int = 0
     compactions: list[int] = field(default_factory=list)
     encrypted_reasoning: int = 0
     # exit codes reported by events, by call id (the event may come before or after the output)
@@ -115,33 +106,14 @@ class Rollout:
         else:
             self.context.append(f"User: {text}")
 
-    def said(self, text: str) -> None:
-        text = text.strip()
-        if text:
-            self.context.append(text)
-            self.final_text = text
-
     def call(self, call_id: str, name: str, action: str, timestamp: str | None) -> Call:
-        call = Call(
-            id=call_id or f"call-{len(self.calls)}",
-            name=name,
-            action=action,
-            thought="\n\n".join(self.context),
-            timestamp=timestamp,
-        )
-        self.context = []
-        self.final_text = ""
-        self.calls.append(call)
-        self.by_id.setdefault(call.id, call)
-        return call
+        return self.open(Call(call_id or f"call-{len(self.calls)}", name, action, timestamp))
 
     def output(self, call_id: str, output: Any) -> None:
-        call = self.by_id.get(call_id)
-        if call is None or call.answered:
-            self.orphan_results += 1
+        call = self.answer(call_id)
+        if call is None:
             return
         text, code = output_text(output)
-        call.answered = True
         call.observation = text
         if code is not None:
             call.exit_code = code
@@ -152,12 +124,13 @@ class Rollout:
 
 def parse_arguments(raw: Any) -> Any:
     """A call's ``arguments``: parsed when it is a JSON string, else the text verbatim (a
-    redacted or cut log holds text that is not JSON; it is still the call)."""
+    redacted or cut log holds text that is not JSON; it is still the call). Parsed as the
+    record was (``base.parse_json``): a lone surrogate escape inside becomes U+FFFD."""
     if not isinstance(raw, str):
         return raw
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
+        return parse_json(raw)
+    except ValueError:  # not JSON, nested too deeply, a non-finite number
         return raw
 
 
@@ -410,13 +383,8 @@ def trajectory_of(r: Rollout, lines: Lines, *, source: str) -> dict[str, Any]:
 
 def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     """A rollout (the whole JSONL file, or a JSON array of its lines) → one trajectory."""
-    if isinstance(obj, LineFile):
-        lines = read_lines(split_lines(obj.data))
-    elif isinstance(obj, list):
-        lines = Lines(records=[r for r in obj if isinstance(r, dict)])
-    elif isinstance(obj, dict):
-        lines = Lines(records=[obj])
-    else:
+    lines = lines_of(obj)
+    if lines is None:
         raise InputError(
             "a Codex rollout is a JSONL file of {timestamp, type, payload}", source=source
         )
@@ -426,3 +394,27 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             source=source,
         )
     return [trajectory_of(read_rollout(lines.records), lines, source=source)]
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+
+def is_record(obj: Any) -> bool:
+    """One line of a Codex CLI rollout: ``{"timestamp", "type", "payload": {...}}``."""
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") in LINE_TYPES
+        and isinstance(obj.get("payload"), dict)
+        and "timestamp" in obj
+    )
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=one_or_array_of(is_record),
+    shape="JSONL of Codex CLI rollout lines ({'timestamp', 'type': session_meta / "
+    "turn_context / response_item / event_msg / compacted, 'payload'})",
+    line=is_record,
+    spans_lines=True,
+)

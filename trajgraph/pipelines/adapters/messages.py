@@ -32,19 +32,13 @@ from __future__ import annotations
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LineFile, Lines, read_lines, split_lines
+from trajgraph.pipelines.adapters.base import LineFile, Lines, LogFormat, read_lines, split_lines
 from trajgraph.pipelines.adapters.canonical import (
     field,
     file_stem,
     new_trajectory,
     text_of,
     turns_from_chat,
-)
-from trajgraph.pipelines.adapters.detect import (
-    LANGCHAIN_CLASSES,
-    LANGCHAIN_TYPES,
-    ROLES,
-    conversation_of,
 )
 
 FORMAT = "messages"
@@ -53,6 +47,77 @@ FORMAT = "messages"
 ID_KEYS = ("id", "thread_id", "conversation_id", "session_id", "run_id", "trace_id")
 MAX_BAD_LINES = 20
 _META_KEYS = ("model", "thread_id", "conversation_id", "session_id", "run_id", "status")
+
+
+# -- detection: the three dialects -------------------------------------------------------------
+
+# OpenAI Chat Completions roles.
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+# LangChain message types (model_dump) and class names (dumpd) -> OpenAI roles.
+LANGCHAIN_TYPES = {
+    "human": "user",
+    "ai": "assistant",
+    "tool": "tool",
+    "system": "system",
+    "function": "function",
+    "chat": "user",
+}
+LANGCHAIN_CLASSES = {
+    "HumanMessage": "user",
+    "AIMessage": "assistant",
+    "ToolMessage": "tool",
+    "SystemMessage": "system",
+    "FunctionMessage": "function",
+    "ChatMessage": "user",
+}
+CONTAINER_KEYS = ("messages", "input", "output")
+
+
+def is_message(obj: Any) -> bool:
+    """One chat message or Responses item, in any of the three dialects."""
+    if not isinstance(obj, dict):
+        return False
+    role, kind = obj.get("role"), obj.get("type")
+    if role in ROLES and ("content" in obj or "tool_calls" in obj or "function_call" in obj):
+        return True
+    if isinstance(kind, str):
+        if kind in LANGCHAIN_TYPES and ("content" in obj or isinstance(obj.get("data"), dict)):
+            return True
+        if kind == "message" and role in ROLES:
+            return True
+        if kind.endswith(("_call", "_call_output")) and ("call_id" in obj or "id" in obj):
+            return True
+        if kind == "reasoning" and "summary" in obj:
+            return True
+    if obj.get("lc") == 1 and isinstance(obj.get("id"), list) and obj["id"]:
+        return str(obj["id"][-1]).removesuffix("Chunk") in LANGCHAIN_CLASSES
+    return False
+
+
+def is_message_list(value: Any) -> bool:
+    """A non-empty list whose first elements are all messages."""
+    return isinstance(value, list) and bool(value) and all(is_message(m) for m in value[:5])
+
+
+def conversation_of(obj: Any) -> list[Any] | None:
+    """The message list of a log (array or container object), or None when it holds none."""
+    if is_message_list(obj):
+        return list(obj)
+    if not isinstance(obj, dict):
+        return None
+    found: list[Any] = []
+    for key in CONTAINER_KEYS:
+        value = obj.get(key)
+        if isinstance(value, list) and is_message_list(value):
+            found.extend(value)
+        elif key == "input" and isinstance(value, str) and is_message_list(obj.get("output")):
+            found.append({"role": "user", "content": value})  # Responses: input as text
+    return found or None
+
+
+def is_messages(obj: Any) -> bool:
+    """A chat log: a message list, or an object holding one under messages/input/output."""
+    return conversation_of(obj) is not None
 
 
 # -- dialects -> OpenAI Chat Completions messages -----------------------------------------------
@@ -220,3 +285,16 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             )
         ]
     return [conversation_to_trajectory(obj, source=source)]
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=is_messages,
+    shape="chat messages (OpenAI role/content/tool_calls, LangChain type/content, or "
+    "Responses items: function_call/function_call_output), as an array or under "
+    "'messages', 'input' or 'output'",
+    episodes_per_array=True,
+    # One message per line: the file is one conversation (only when its first line is one).
+    line=is_message,
+)

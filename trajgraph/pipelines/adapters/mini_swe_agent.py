@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from trajgraph.core.errors import InputError
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     add_submission,
     epoch_to_iso,
@@ -71,6 +72,15 @@ def _model(info: dict[str, Any], messages: list[Any]) -> str | None:
     return None
 
 
+def fits(obj: Any) -> bool:
+    if not holds_list(obj, "messages"):
+        return False
+    if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent"):
+        return True
+    info = obj.get("info")
+    return isinstance(info, dict) and "mini_version" in info
+
+
 def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
         raise InputError("mini-swe-agent log needs a 'messages' list", source=source)
@@ -122,3 +132,11 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             metadata=metadata,
         )
     ]
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=fits,
+    shape="object with 'messages' and trajectory_format 'mini-swe-agent*'",
+)

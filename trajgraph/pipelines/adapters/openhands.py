@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import parse_json
+from trajgraph.pipelines.adapters.base import LogFormat, parse_json
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     field,
@@ -205,3 +205,26 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             metadata=metadata,
         )
     ]
+
+
+def _is_event(value: Any) -> bool:
+    return isinstance(value, dict) and ("action" in value or "observation" in value)
+
+
+def fits(obj: Any) -> bool:
+    if isinstance(obj, list):
+        return bool(obj) and all(_is_event(e) for e in obj[:20]) and _is_event(obj[-1])
+    if isinstance(obj, dict):
+        history = obj.get("history")
+        return (
+            isinstance(history, list) and bool(history) and all(_is_event(e) for e in history[:20])
+        )
+    return False
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=fits,
+    shape="array of events with 'action'/'observation' (or object with such 'history')",
+)

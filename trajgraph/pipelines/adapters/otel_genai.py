@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trajgraph.core.errors import InputError
-from trajgraph.pipelines.adapters.base import LineFile, parse_json
+from trajgraph.pipelines.adapters.base import LineFile, LogFormat, parse_json
 from trajgraph.pipelines.adapters.canonical import (
     as_text,
     epoch_to_iso,
@@ -447,3 +447,32 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             source=source,
         )
     return [trajectory_of(key, group, source=source) for key, group in group_spans(spans).items()]
+
+
+def fits(obj: Any) -> bool:
+    """An OTLP/JSON export, an SDK span list (or ``{"spans": [...]}``), or one SDK span."""
+    if isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list):
+        return True
+    if isinstance(obj, dict) and isinstance(obj.get("spans"), list):
+        return bool(obj["spans"]) and all(is_sdk_span(s) for s in obj["spans"][:5])
+    if isinstance(obj, list):
+        return bool(obj) and all(is_sdk_span(s) for s in obj[:5])
+    return is_sdk_span(obj)
+
+
+def fits_line(obj: Any) -> bool:
+    """One line of an OTLP file export (an export request) or of an SDK span file."""
+    if isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list):
+        return True
+    return is_sdk_span(obj)
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=fits,
+    shape="OpenTelemetry spans with gen_ai.* attributes: OTLP/JSON 'resourceSpans', "
+    "or SDK span JSON (a list of spans, or 'spans')",
+    line=fits_line,
+    spans_lines=True,
+)

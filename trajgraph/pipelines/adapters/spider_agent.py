@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajgraph.core.errors import InputError
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     file_stem,
     new_trajectory,
@@ -60,3 +61,12 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     """A single rollout object, or a list of them (when handed a whole file)."""
     items = obj if isinstance(obj, list) else [obj]
     return [rollout_to_trajectory(item, source=source) for item in items]
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=lambda obj: holds_list(obj, "conversation"),
+    shape="object (or array of them) with a 'conversation' message list",
+    episodes_per_array=True,
+)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajgraph.core.errors import InputError
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     add_submission,
     as_text,
@@ -91,3 +92,19 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
             metadata=metadata,
         )
     ]
+
+
+def fits(obj: Any) -> bool:
+    if not holds_list(obj, "trajectory"):
+        return False
+    steps = obj["trajectory"]
+    has_steps = not steps or ("action" in steps[0] and "observation" in steps[0])
+    return has_steps and ("history" in obj or "info" in obj or "environment" in obj)
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=fits,
+    shape="object with a 'trajectory' list of steps and 'history'/'info'",
+)

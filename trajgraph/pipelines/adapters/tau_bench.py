@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajgraph.core.errors import InputError
+from trajgraph.pipelines.adapters.base import LogFormat, holds_list
 from trajgraph.pipelines.adapters.canonical import (
     field,
     file_stem,
@@ -62,3 +63,12 @@ def to_trajectories(obj: Any, *, source: str) -> list[dict[str, Any]]:
     """A single episode object, or a list of them (when handed a whole file)."""
     items = obj if isinstance(obj, list) else [obj]
     return [episode_to_trajectory(item, source=source) for item in items]
+
+
+LOG_FORMAT = LogFormat(
+    name=FORMAT,
+    read=to_trajectories,
+    fits=lambda obj: holds_list(obj, "traj"),
+    shape="object (or array of them) with a 'traj' message list",
+    episodes_per_array=True,
+)
