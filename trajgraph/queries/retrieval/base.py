@@ -20,6 +20,8 @@ MAX_DEPTH = 6
 MAX_K = 50
 MAX_BUDGET = 32_000
 DEFAULT_BUDGET = 1000  # tokens of evidence when a caller names none (CLI, HTTP, MCP, client)
+DEFAULT_K = 8  # similarity seeds when a caller names none
+DEFAULT_DEPTH = 3  # graph hops when a caller names none
 
 # Order in which items earn budget when not everything fits.
 PRIORITY = {
