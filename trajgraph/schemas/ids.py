@@ -6,7 +6,7 @@ CLI cannot drift apart: 1 to 512 characters, none of them a control character (C
 C1), a line or paragraph separator, a bidirectional override or a lone surrogate. Anything
 else is allowed, ``/`` included: tau-bench ids are ``<file>/task0-trial0`` and
 ``--id-prefix gpt-4o/`` is the README's own example. How such ids travel in a URL is the
-HTTP API's business (trajgraph/api.py, docs/serving.md).
+HTTP API's business (trajgraph/api/paths.py, docs/serving.md).
 
 The same character class decides what the CLI escapes before printing: a log is untrusted,
 and an ESC or a CSI (``\\x9b``) in it must not reach a terminal raw.

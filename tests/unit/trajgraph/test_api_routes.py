@@ -1,0 +1,100 @@
+"""The HTTP API's routers (trajgraph/api/): every area's router is served, in an order that
+keeps the raw-slash paths meaning what docs/serving.md says, and the handlers get the tenant
+and the client through their dependencies. No Neo4j: the client is a stand-in."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import APIRouter
+from fastapi.testclient import TestClient
+
+import trajgraph.api
+from trajgraph.api.app import ROUTERS, create_app
+from trajgraph.core.settings import Settings
+from trajgraph.queries.retrieval.base import DEFAULT_BUDGET, DEFAULT_DEPTH, DEFAULT_K
+
+KEY = "k" * 20
+TENANT = "t-routes"
+
+
+class _Answer:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+
+class _Client:
+    """Answers every call with what it was called with."""
+
+    def ping(self) -> None:
+        pass
+
+    def trajectory(self, trajectory: str, *, tenant: str) -> dict[str, Any]:
+        return {"call": "trajectory", "id": trajectory, "tenant": tenant}
+
+    def why(self, trajectory: str, *, turn: int, depth: int, tenant: str) -> list[dict[str, Any]]:
+        return [{"call": "why", "id": trajectory, "tenant": tenant}]
+
+    def brief(self, trajectory: str, *, tenant: str, **_: Any) -> _Answer:
+        return _Answer({"call": "brief", "id": trajectory, "tenant": tenant})
+
+    def retrieve(self, question: str, **kw: Any) -> _Answer:
+        return _Answer({"call": "retrieve", **kw})
+
+
+@pytest.fixture
+def http(tmp_path: Path) -> Iterator[TestClient]:
+    settings = dataclasses.replace(Settings(api_keys={KEY: TENANT}), otlp_spool=tmp_path / "spool")
+    app = create_app(settings, client=_Client())  # type: ignore[arg-type]
+    with TestClient(app, headers={"authorization": f"Bearer {KEY}"}) as c:
+        yield c
+
+
+def test_every_router_of_the_api_package_is_served_once() -> None:
+    defined = []
+    for info in pkgutil.iter_modules(trajgraph.api.__path__):
+        module = importlib.import_module(f"trajgraph.api.{info.name}")
+        defined += [v for v in vars(module).values() if isinstance(v, APIRouter)]
+    assert len(defined) >= 4
+    assert sorted(map(id, defined)) == sorted(map(id, ROUTERS))
+
+
+@pytest.mark.parametrize(
+    ("path", "call", "id_"),
+    [
+        ("/v1/trajectories/a/b/why?turn=1", "why", "a/b"),
+        ("/v1/trajectories/a/b/brief", "brief", "a/b"),
+        ("/v1/trajectories/a%2Fwhy", "trajectory", "a/why"),  # encoded: the id, whole
+        ("/v1/trajectories/a/why/x", "trajectory", "a/why/x"),
+    ],
+)
+def test_a_path_reaches_the_route_the_docs_promise(
+    http: TestClient, path: str, call: str, id_: str
+) -> None:
+    r = http.get(path)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    got = data["chain"][0] if call == "why" else data
+    assert (got["call"], got["id"], got["tenant"]) == (call, id_, TENANT)
+
+
+def test_the_retrieval_defaults_are_the_declared_ones(http: TestClient) -> None:
+    got = http.post("/v1/retrieve", json={"question": "why?"}).json()
+    assert (got["budget"], got["k"], got["depth"]) == (DEFAULT_BUDGET, DEFAULT_K, DEFAULT_DEPTH)
+    got = http.get("/v1/search", params={"q": "x"}).json()
+    assert (got["budget"], got["k"], got["mode"]) == (DEFAULT_BUDGET, DEFAULT_K, "keyword")
+
+
+def test_a_request_without_a_key_is_refused_before_any_handler(http: TestClient) -> None:
+    r = http.get("/v1/trajectories/a", headers={"authorization": ""})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+    assert http.get("/readyz", headers={"authorization": ""}).json() == {"status": "ready"}
