@@ -7,8 +7,9 @@ are bounded (trajgraph/limits.py, shared with MCP; the body, its framing and its
 in trajgraph/http_guard.py) and every error is JSON with a message, never a stack trace.
 
 The house: ``app.py`` builds the app from the routers, one module per area (one OpenAPI tag):
-``routes_probes``, ``routes_retrieval``, ``routes_trajectories``, ``routes_memory``; the OTLP
-receiver adds its own route (trajgraph/otlp). What every handler is given (the tenant, the
+``routes_probes``, ``routes_retrieval``, ``routes_trajectories``, ``routes_memory``, each with
+its handlers as functions and a ``router()`` that routes them (built per app, not on import);
+the OTLP receiver adds its own route (trajgraph/otlp). What every handler is given (the tenant, the
 client, the bounded thread pool) is in ``deps.py``; every error answer in ``errors.py``; how a
 trajectory id travels in a path in ``paths.py``.
 """

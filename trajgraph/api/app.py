@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 
@@ -21,9 +21,11 @@ from trajgraph.http_guard import RequestGuard
 from trajgraph.limits import OTLP_MAX_BODY_BYTES
 from trajgraph.otlp import receiver as otlp
 
-# In the order they match: a path several routes could take goes to the first (the
-# trajectory's own route, which takes any path under /v1/trajectories/, comes last).
-ROUTERS: tuple[APIRouter, ...] = (
+# Each area's router, built per app (building routes costs start-up time, so importing the
+# API builds none: bench/startup.py). In the order they match: a path several routes could
+# take goes to the first (the trajectory's own route, which takes any path under
+# /v1/trajectories/, comes last).
+ROUTERS: tuple[Callable[[], APIRouter], ...] = (
     routes_probes.router,
     routes_retrieval.router,
     routes_trajectories.router,
@@ -58,7 +60,7 @@ def create_app(settings: Settings, client: TrajGraph | None = None) -> FastAPI:
     app.state.otlp = otlp.Receiver(settings)
     otlp.add_routes(app, app.state.otlp)
     for router in ROUTERS:
-        app.include_router(router)
+        app.include_router(router())
     return app
 
 

@@ -25,8 +25,6 @@ from trajgraph.limits import (
 from trajgraph.queries import lessons as lessons_mod
 from trajgraph.queries.memory import brief as brief_mod
 
-router = APIRouter(tags=["memory"])
-
 
 class LessonsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -50,7 +48,6 @@ class RemindBody(BaseModel):
     )
 
 
-@router.get("/v1/trajectories/{trajectory:path}/brief")
 async def brief(
     trajectory: PathTrajectoryId,
     tenant: Tenant,
@@ -67,7 +64,6 @@ async def brief(
     return result.to_json()
 
 
-@router.post("/v1/trajectories/{trajectory:path}/remind")
 async def remind(
     trajectory: PathTrajectoryId, body: RemindBody, tenant: Tenant, client: Client
 ) -> dict[str, Any]:
@@ -81,7 +77,6 @@ async def remind(
     return result.to_json()
 
 
-@router.get("/v1/lessons")
 async def lessons(
     tenant: Tenant,
     client: Client,
@@ -99,7 +94,6 @@ async def lessons(
     return await _lessons(client, tenant, body)
 
 
-@router.post("/v1/lessons")
 async def lessons_post(body: LessonsBody, tenant: Tenant, client: Client) -> dict[str, Any]:
     """As `GET /v1/lessons`, for error texts too long for a URL."""
     return await _lessons(client, tenant, body)
@@ -120,3 +114,13 @@ async def _lessons(client: TrajGraph, tenant: str, body: LessonsBody) -> dict[st
         )
     )
     return result.to_json()
+
+
+def router() -> APIRouter:
+    """The memory routes: brief, remind, lessons."""
+    r = APIRouter(tags=["memory"])
+    r.add_api_route("/v1/trajectories/{trajectory:path}/brief", brief, methods=["GET"])
+    r.add_api_route("/v1/trajectories/{trajectory:path}/remind", remind, methods=["POST"])
+    r.add_api_route("/v1/lessons", lessons, methods=["GET"])
+    r.add_api_route("/v1/lessons", lessons_post, methods=["POST"])
+    return r

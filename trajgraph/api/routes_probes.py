@@ -9,17 +9,13 @@ from trajgraph.api.deps import Client
 from trajgraph.api.errors import error_json, log
 from trajgraph.core.errors import TrajgraphError, one_line
 
-router = APIRouter(tags=["probes"])
 
-
-@router.get("/healthz")
 async def healthz() -> dict[str, str]:
     # On the event loop, not in the thread pool: a pool saturated by slow requests
     # must not make a busy server look dead to its orchestrator.
     return {"status": "ok"}
 
 
-@router.get("/readyz")
 def readyz(client: Client) -> JSONResponse:
     try:
         client.ping()
@@ -27,3 +23,11 @@ def readyz(client: Client) -> JSONResponse:
         log.warning("not ready: %s", one_line(e))
         return error_json(503, "not_ready", "Neo4j is not reachable")
     return JSONResponse({"status": "ready"})
+
+
+def router() -> APIRouter:
+    """The probes' routes."""
+    r = APIRouter(tags=["probes"])
+    r.add_api_route("/healthz", healthz, methods=["GET"])
+    r.add_api_route("/readyz", readyz, methods=["GET"])
+    return r

@@ -11,8 +11,6 @@ from trajgraph.api.deps import Client, Tenant, bounded
 from trajgraph.limits import Budget, Code, Depth, K, Mode, Question, TrajectoryId
 from trajgraph.queries.retrieval.base import DEFAULT_BUDGET, DEFAULT_DEPTH, DEFAULT_K
 
-router = APIRouter(tags=["retrieval"])
-
 
 class RetrieveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -28,7 +26,6 @@ class RetrieveBody(BaseModel):
     )
 
 
-@router.post("/v1/retrieve")
 async def retrieve(body: RetrieveBody, tenant: Tenant, client: Client) -> dict[str, Any]:
     """Evidence for a question: embedding seeds, then graph, keyword or code as needed."""
     result = await bounded(
@@ -46,7 +43,6 @@ async def retrieve(body: RetrieveBody, tenant: Tenant, client: Client) -> dict[s
     return result.to_json()
 
 
-@router.get("/v1/search")
 async def search(
     tenant: Tenant,
     client: Client,
@@ -59,3 +55,11 @@ async def search(
         lambda: client.retrieve(q, tenant=tenant, mode="keyword", k=k, budget=budget)
     )
     return result.to_json()
+
+
+def router() -> APIRouter:
+    """The retrieval routes."""
+    r = APIRouter(tags=["retrieval"])
+    r.add_api_route("/v1/retrieve", retrieve, methods=["POST"])
+    r.add_api_route("/v1/search", search, methods=["GET"])
+    return r

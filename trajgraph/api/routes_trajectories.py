@@ -1,9 +1,9 @@
 """Trajectories for people: the tenant's list, one trajectory, and the why-chain of a turn
 (as JSON and drawn as a page).
 
-Two routers, because the order of routes decides what a raw-slash path means: ``router``
+Two routers, because the order of routes decides what a raw-slash path means: ``router()``
 (the list and the suffixed ``…/why``, ``…/why.html``) goes before the memory routes' suffixed
-paths, and ``by_id`` (``/v1/trajectories/{id}``, which takes whatever is left) goes last
+paths, and ``by_id()`` (``/v1/trajectories/{id}``, which takes whatever is left) goes last
 (see paths.py and app.py's ROUTERS)."""
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from trajgraph.client import TrajGraph
 from trajgraph.limits import Depth, Turn
 from trajgraph.queries.retrieval.base import DEFAULT_DEPTH
 
-router = APIRouter(tags=["trajectories"])
-by_id = APIRouter(tags=["trajectories"])
-
 # The why page draws from its own data only: nothing loaded, nothing run.
 WHY_PAGE_HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
@@ -30,7 +27,6 @@ WHY_PAGE_HEADERS = {
 }
 
 
-@router.get("/v1/trajectories")
 async def trajectories(tenant: Tenant, client: Client) -> dict[str, Any]:
     return {"trajectories": await bounded(lambda: client.trajectories(tenant=tenant))}
 
@@ -41,9 +37,6 @@ async def _chain(
     return await bounded(lambda: client.why(trajectory, turn=turn, depth=depth, tenant=tenant))
 
 
-# The suffixed routes first: with raw slashes, /v1/trajectories/a/b/why is the why-chain
-# of a/b; the plain route (by_id) takes what is left (an encoded id always lands there whole).
-@router.get("/v1/trajectories/{trajectory:path}/why")
 async def why(
     trajectory: PathTrajectoryId,
     tenant: Tenant,
@@ -56,7 +49,6 @@ async def why(
     return {"trajectory": trajectory, "turn": turn, "depth": depth, "chain": chain}
 
 
-@router.get("/v1/trajectories/{trajectory:path}/why.html")
 async def why_html(
     trajectory: PathTrajectoryId,
     tenant: Tenant,
@@ -72,9 +64,27 @@ async def why_html(
     return HTMLResponse(page, headers=WHY_PAGE_HEADERS)
 
 
-@by_id.get("/v1/trajectories/{trajectory:path}")
 async def trajectory(
     trajectory: PathTrajectoryId, tenant: Tenant, client: Client
 ) -> dict[str, Any]:
     row: dict[str, Any] = await bounded(lambda: client.trajectory(trajectory, tenant=tenant))
     return row
+
+
+def router() -> APIRouter:
+    """The list and the why-chain (before the memory routes: see the module docstring)."""
+    r = APIRouter(tags=["trajectories"])
+    # The suffixed routes before by_id: with raw slashes, /v1/trajectories/a/b/why is the
+    # why-chain of a/b; by_id takes what is left (an encoded id always lands there whole).
+    r.add_api_route("/v1/trajectories", trajectories, methods=["GET"])
+    r.add_api_route("/v1/trajectories/{trajectory:path}/why", why, methods=["GET"])
+    r.add_api_route("/v1/trajectories/{trajectory:path}/why.html", why_html, methods=["GET"])
+    return r
+
+
+def by_id() -> APIRouter:
+    """One trajectory: ``/v1/trajectories/{id}`` takes any path under /v1/trajectories/, so it
+    is included last."""
+    r = APIRouter(tags=["trajectories"])
+    r.add_api_route("/v1/trajectories/{trajectory:path}", trajectory, methods=["GET"])
+    return r
