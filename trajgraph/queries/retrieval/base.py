@@ -1,21 +1,16 @@
-"""What every retrieval strategy shares: the modes, the bounds of a request, the result types
-and how a found item earns its place in the budget.
+"""What every retrieval strategy shares: the bounds of a request, the result types and how a
+found item earns its place in the budget.
 
-The strategies (``seeds``, ``hops``, ``keyword``, ``code``, ``caller_cypher``) each add
-``Evidence`` to one ``found`` dict through ``add``; the retriever (``retriever.py``) composes
-them and returns one ``Retrieval``.
+The strategies (strategies/) each return their ``Evidence``; the retriever (retriever.py)
+merges it into one ``found`` dict through ``add``, composes them and returns one
+``Retrieval``. The modes are modes.py's.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
-# The retrieval modes, declared once: the CLI's choices, the HTTP and MCP schemas
-# (trajgraph/limits.py) and the retriever's check all read this.
-Mode = Literal["auto", "embedding", "graph", "keyword", "code"]
-MODES: tuple[Mode, ...] = get_args(Mode)
-VECTOR_MODES: tuple[Mode, ...] = ("auto", "embedding", "graph")  # start from similarity seeds
 MAX_DEPTH = 6
 MAX_K = 50
 MAX_BUDGET = 32_000
