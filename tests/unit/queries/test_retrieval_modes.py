@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from trajgraph.queries.retrieval import strategies
-from trajgraph.queries.retrieval.base import Evidence
+from trajgraph.queries.retrieval.base import Evidence, Found
 from trajgraph.queries.retrieval.modes import MODES, PLANS, VECTOR_MODES, Mode, Tool
 from trajgraph.queries.retrieval.run import Ask, Run
 from trajgraph.queries.retrieval.strategies.caller_cypher import CallerCypher
 from trajgraph.queries.retrieval.strategies.code import PythonCode
-from trajgraph.queries.retrieval.strategy import Found, Strategy
+from trajgraph.queries.retrieval.strategy import Strategy
 
 RETRIEVAL = Path(strategies.__file__).resolve().parent.parent
 

@@ -61,6 +61,18 @@ class Retrieval:
         return asdict(self)
 
 
+@dataclass
+class Found:
+    """What one strategy found: evidence in the order found, and counts for the caller."""
+
+    evidence: list[Evidence] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def hit(self, uid: str, source: str, why: str, score: float) -> None:
+        """A node found, its text read later (``Run.hydrate``) with everyone else's."""
+        self.evidence.append(Evidence(uid, "pending", "", None, "", why, score, source))
+
+
 def add(found: dict[str, Evidence], uid: str, source: str, why: str, score: float) -> None:
     """Record that ``source`` found ``uid``: a node found twice keeps its best reason and
     score; a new one is pending until the retriever reads its text."""

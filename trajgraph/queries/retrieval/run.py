@@ -23,7 +23,7 @@ from trajgraph.graph import node_ids
 from trajgraph.graph.connection import graph_errors
 from trajgraph.queries.retrieval import cypher
 from trajgraph.queries.retrieval.anchors import Anchors, find_anchors
-from trajgraph.queries.retrieval.base import Evidence, add
+from trajgraph.queries.retrieval.base import Evidence, Found, add
 from trajgraph.queries.retrieval.lexical import TurnIndex
 from trajgraph.queries.retrieval.modes import Mode
 from trajgraph.queries.retrieval.trajectory_graph import GraphCache, TrajectoryGraph
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from typing_extensions import LiteralString
 
     from trajgraph.graph.embedders import Embedder
-    from trajgraph.queries.retrieval.strategy import Found
     from trajgraph.queries.retrieval.turn_cache import TurnCache
 
 

@@ -10,26 +10,13 @@ strategies live in strategies/, one per module, and never import the retriever.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from trajgraph.queries.retrieval.base import Evidence
+from trajgraph.queries.retrieval.base import Found
 
 if TYPE_CHECKING:
     from trajgraph.queries.retrieval.router import Route
     from trajgraph.queries.retrieval.run import Run
-
-
-@dataclass
-class Found:
-    """What one strategy found: evidence in the order found, and counts for the caller."""
-
-    evidence: list[Evidence] = field(default_factory=list)
-    counts: dict[str, Any] = field(default_factory=dict)
-
-    def hit(self, uid: str, source: str, why: str, score: float) -> None:
-        """A node found, its text read later (``Run.hydrate``) with everyone else's."""
-        self.evidence.append(Evidence(uid, "pending", "", None, "", why, score, source))
 
 
 class Strategy(ABC):

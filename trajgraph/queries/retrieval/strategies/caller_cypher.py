@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, cast
 import neo4j
 from neo4j.exceptions import Neo4jError
 
-from trajgraph.queries.retrieval.base import Evidence
-from trajgraph.queries.retrieval.strategy import Found, Strategy
+from trajgraph.queries.retrieval.base import Evidence, Found
+from trajgraph.queries.retrieval.strategy import Strategy
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString

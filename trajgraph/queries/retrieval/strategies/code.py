@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from trajgraph.core.errors import ConfigError
 from trajgraph.queries.retrieval import cypher, router
-from trajgraph.queries.retrieval.base import MAX_K, Evidence
-from trajgraph.queries.retrieval.strategy import Found, Strategy
+from trajgraph.queries.retrieval.base import MAX_K, Evidence, Found
+from trajgraph.queries.retrieval.strategy import Strategy
 
 if TYPE_CHECKING:
     from trajgraph.queries.retrieval.run import Run

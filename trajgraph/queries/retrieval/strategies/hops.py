@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from trajgraph.queries.retrieval import cypher
-from trajgraph.queries.retrieval.strategy import Found, Strategy
+from trajgraph.queries.retrieval.base import Found
+from trajgraph.queries.retrieval.strategy import Strategy
 
 if TYPE_CHECKING:
     from trajgraph.queries.retrieval.router import Route

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trajgraph.queries.retrieval import cypher
+from trajgraph.queries.retrieval.base import Found
 from trajgraph.queries.retrieval.lexical import lucene_query
 from trajgraph.queries.retrieval.scoped_keyword import scoped_query, text_query
-from trajgraph.queries.retrieval.strategy import Found, Strategy
+from trajgraph.queries.retrieval.strategy import Strategy
 
 if TYPE_CHECKING:
     from trajgraph.queries.retrieval.router import Route

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from trajgraph.graph import node_ids
 from trajgraph.queries.retrieval import cypher
-from trajgraph.queries.retrieval.strategy import Found, Strategy
+from trajgraph.queries.retrieval.base import Found
+from trajgraph.queries.retrieval.strategy import Strategy
 
 if TYPE_CHECKING:
     from trajgraph.queries.retrieval.router import Route

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from trajgraph.graph.cypher import VECTOR_INDEXES
 from trajgraph.queries.retrieval import cypher
-from trajgraph.queries.retrieval.strategy import Found, Strategy
+from trajgraph.queries.retrieval.base import Found
+from trajgraph.queries.retrieval.strategy import Strategy
 from trajgraph.queries.retrieval.trajectory_graph import TrajectoryGraph
 
 if TYPE_CHECKING:
