@@ -16,7 +16,8 @@ from trajgraph.core import settings as settings_mod
 from trajgraph.core.errors import ConfigError, TrajgraphError, exit_code, meaning, one_line
 from trajgraph.core.printable import printable_stdout
 from trajgraph.core.redaction import install_log_redaction
-from trajgraph.queries.retrieval.base import DEFAULT_BUDGET, MODES
+from trajgraph.queries.retrieval.base import DEFAULT_BUDGET
+from trajgraph.queries.retrieval.modes import MODES
 from trajgraph.schemas.ids import id_problem
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from trajgraph.queries.memory import brief as brief_mod
 from trajgraph.queries.memory.remind import MAX_ACTION_CHARS
 from trajgraph.queries.memory.store import MAX_TURN
 from trajgraph.queries.retrieval.base import MAX_BUDGET, MAX_DEPTH, MAX_K
-from trajgraph.queries.retrieval.base import Mode as Mode  # the API and MCP take it from here
+from trajgraph.queries.retrieval.modes import Mode as Mode  # the API and MCP take it from here
 from trajgraph.schemas.ids import MAX_ID_CHARS, check_id
 from trajgraph.schemas.trajectory import max_turn_idx
 

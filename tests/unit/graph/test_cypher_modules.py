@@ -10,7 +10,7 @@ import typing
 from trajgraph.graph import cypher
 from trajgraph.graph.rows import ROW_KINDS
 from trajgraph.graph.writer import STATEMENTS
-from trajgraph.queries.retrieval.base import MODES, Mode
+from trajgraph.queries.retrieval.modes import MODES, Mode
 
 EDGE = re.compile(
     r"\AUNWIND \$rows AS row\n"

@@ -1,21 +1,16 @@
-"""What every retrieval strategy shares: the modes, the bounds of a request, the result types
-and how a found item earns its place in the budget.
+"""What every retrieval strategy shares: the bounds of a request, the result types and how a
+found item earns its place in the budget.
 
-The strategies (``seeds``, ``hops``, ``keyword``, ``code``, ``caller_cypher``) each add
-``Evidence`` to one ``found`` dict through ``add``; the retriever (``retriever.py``) composes
-them and returns one ``Retrieval``.
+The strategies (strategies/) each return their ``Evidence``; the retriever (retriever.py)
+merges it into one ``found`` dict through ``add``, composes them and returns one
+``Retrieval``. The modes are modes.py's.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
-# The retrieval modes, declared once: the CLI's choices, the HTTP and MCP schemas
-# (trajgraph/limits.py) and the retriever's check all read this.
-Mode = Literal["auto", "embedding", "graph", "keyword", "code"]
-MODES: tuple[Mode, ...] = get_args(Mode)
-VECTOR_MODES: tuple[Mode, ...] = ("auto", "embedding", "graph")  # start from similarity seeds
 MAX_DEPTH = 6
 MAX_K = 50
 MAX_BUDGET = 32_000
@@ -67,6 +62,18 @@ class Retrieval:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class Found:
+    """What one strategy found: evidence in the order found, and counts for the caller."""
+
+    evidence: list[Evidence] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def hit(self, uid: str, source: str, why: str, score: float) -> None:
+        """A node found, its text read later (``Run.hydrate``) with everyone else's."""
+        self.evidence.append(Evidence(uid, "pending", "", None, "", why, score, source))
 
 
 def add(found: dict[str, Evidence], uid: str, source: str, why: str, score: float) -> None:

@@ -22,7 +22,7 @@ again, so a long list that every observation repeats costs its tokens once.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from trajgraph.queries.retrieval.anchors import Anchors
@@ -221,19 +221,7 @@ def _fill(
     # lines of each turn, then second lines, ...). Novelty: a line whose words the context
     # already has is worth less than one that adds new ones (a repeated log line).
     covered: set[str] = set()
-    heap = [(-v, k, t) for (t, k), v in value.items() if v >= MIN_VALUE]
-    # The rest of the log enters by its headers; a turn's other lines (and the cost of
-    # cutting it into lines) follow only once its header is in.
-    pending = {t for t in rest if index.head_of(t) is not None}
-    for t in pending:
-        value[(t, 0)] = score[t] * ACTION_FLOOR
-        heap.append((-value[(t, 0)], 0, t))
-    for t in rest:
-        if t not in pending:  # no action: its lines enter right away
-            more = expand(t)
-            value.update(more)
-            heap += [(-v, j, tt) for (tt, j), v in more.items()]
-    heapq.heapify(heap)
+    heap, pending = _first_heap(index, value, rest, expand, score)
     over: list[tuple[float, int, int]] = []  # lines over their turn's share
     capped = True
     opened: list[int] = []  # turns of the rest of the log whose header is in
@@ -242,9 +230,7 @@ def _fill(
             # The headers of the rest of the log are placed; their other lines (worth less
             # than any header) are cut and offered only now, when there is room left.
             for t in opened:
-                more = {(tt, j): v for (tt, j), v in expand(t).items() if j not in chosen[t]}
-                value.update(more)
-                heap += [(-v, j, tt) for (tt, j), v in more.items()]
+                _offer(heap, value, expand(t), skip=set(chosen[t]))
             opened = []
             heapq.heapify(heap)
             continue
@@ -294,16 +280,58 @@ def _fill(
         if t in pending:
             pending.discard(t)
             if score[t] > FLOOR_SCORE:  # a relevant turn: its lines compete right away
-                for (_, j), v in expand(t).items():
-                    if j != k:
-                        value[(t, j)] = v
-                        heapq.heappush(heap, (-v, j, t))
+                _offer(heap, value, expand(t), skip={k}, push=True)
             else:
                 opened.append(t)
     return [
         Passage(t, _render(index, t, sorted(ks)), spent[t], score.get(t, 0.0), why.get(t, ""))
         for t, ks in sorted(chosen.items())
     ]
+
+
+Entry = tuple[float, int, int]  # (-value, line position, turn): a line offered to the context
+
+
+def _first_heap(
+    index: TurnIndex,
+    value: dict[Key, float],
+    rest: list[int],
+    expand: Callable[[int], dict[Key, float]],
+    score: dict[int, float],
+) -> tuple[list[Entry], set[int]]:
+    """The lines offered first, and the turns of the rest of the log whose header stands
+    for them until it is taken."""
+    heap = [(-v, k, t) for (t, k), v in value.items() if v >= MIN_VALUE]
+    # The rest of the log enters by its headers; a turn's other lines (and the cost of
+    # cutting it into lines) follow only once its header is in.
+    pending = {t for t in rest if index.head_of(t) is not None}
+    for t in pending:
+        value[(t, 0)] = score[t] * ACTION_FLOOR
+        heap.append((-value[(t, 0)], 0, t))
+    for t in rest:
+        if t not in pending:  # no action: its lines enter right away
+            _offer(heap, value, expand(t))
+    heapq.heapify(heap)
+    return heap, pending
+
+
+def _offer(
+    heap: list[Entry],
+    value: dict[Key, float],
+    more: dict[Key, float],
+    skip: Collection[int] = (),
+    push: bool = False,
+) -> None:
+    """Offer the lines ``more`` (but those at positions ``skip``): pushed one by one onto
+    the heap, or appended (the caller heapifies)."""
+    for (t, j), v in more.items():
+        if j in skip:
+            continue
+        value[(t, j)] = v
+        if push:
+            heapq.heappush(heap, (-v, j, t))
+        else:
+            heap.append((-v, j, t))
 
 
 def _header(index: TurnIndex, t: int) -> str:

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from trajgraph.extractors.identifiers import find_identifiers
 from trajgraph.queries.retrieval import aggregates
 from trajgraph.queries.retrieval.anchors import find_anchors
+from trajgraph.queries.retrieval.modes import Tool
 
-Tool = Literal["graph", "code", "keyword"]
 Direction = Literal["upstream", "downstream", "history"]
 
 _COUNT = re.compile(
