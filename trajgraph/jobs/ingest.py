@@ -43,13 +43,12 @@ from trajgraph.pipelines.transforms import NS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    """The pipeline's flags (ingest_pipeline.build_parser), then the job's."""
+    p = pipeline.build_parser(
         prog="trajgraph ingest",
         description="Ingest agent logs into the Neo4j causality graph "
-        "(Apache Beam batch pipeline). "
-        "Unknown flags go to Beam, e.g. --runner, --direct_num_workers.",
+        "(Apache Beam batch pipeline).",
     )
-    pipeline.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--manifest",

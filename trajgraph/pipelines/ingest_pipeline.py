@@ -28,10 +28,9 @@ from apache_beam.runners.runner import PipelineResult
 
 from trajgraph.core import settings as settings_mod
 from trajgraph.core.errors import ConfigError
-from trajgraph.extractors import EXTRACTORS
 from trajgraph.pipelines import dead_letter, files, launch
 from trajgraph.pipelines.adapters import FORMATS
-from trajgraph.pipelines.preflight import PipelineConfig, expand_paths
+from trajgraph.pipelines.preflight import PipelineConfig, add_pipeline_arguments, expand_paths
 from trajgraph.pipelines.transforms import (
     BuildGraphRows,
     NormalizeTrajectories,
@@ -47,44 +46,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The pipeline's own flags (a job adds its flags after these)."""
     p.add_argument("paths", nargs="+", help="files, directories or globs of agent logs")
     p.add_argument("--format", choices=FORMATS, default=None, help="skip auto-detection")
-    p.add_argument(
-        "--extractor",
-        choices=EXTRACTORS,
-        default="auto",
-        help="llm (OpenAI-compatible server), heuristic (offline), or auto (default): llm when "
-        "TRAJGRAPH_LLM_MODEL is set, else heuristic",
-    )
+    add_pipeline_arguments(p)
     p.add_argument("--llm-model", default=None, help="overrides TRAJGRAPH_LLM_MODEL")
-    p.add_argument(
-        "--embedder",
-        choices=(*settings_mod.EMBEDDERS, "none"),
-        default=None,
-        help="node embeddings: static (default, MiniLM distilled, offline), local (MiniLM, "
-        "offline), openai, hash (fast, lexical) or none; overrides TRAJGRAPH_EMBEDDER",
-    )
     p.add_argument(
         "--no-cache",
         action="store_true",
         help="ask the LLM again for every window (fresh replies still refresh the cache)",
-    )
-    p.add_argument(
-        "--dead-letter",
-        default=None,
-        metavar="DIR",
-        help="where rejected records go: a folder, local or on a filesystem every worker "
-        "reaches (gs://, s3://, hdfs://; default: a new local folder per run)",
-    )
-    p.add_argument(
-        "--tenant",
-        default=None,
-        help="the tenant every record is written to (default TRAJGRAPH_TENANT); a record's own "
-        '"tenant" field is overridden (counted) unless --tenant-from-records',
-    )
-    p.add_argument(
-        "--tenant-from-records",
-        action="store_true",
-        help='let records choose their tenant with their own "tenant" field (--tenant is then '
-        "the tenant of records that name none); off by default, so one run writes one tenant",
     )
     p.add_argument(
         "--id-prefix",
@@ -92,22 +59,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PREFIX",
         help="prepended to every trajectory id (keeps runs of one benchmark apart)",
     )
-    p.add_argument(
-        "--budget",
-        type=int,
-        default=None,
-        metavar="TOKENS",
-        help="token budget of one window (default TRAJGRAPH_TOKEN_BUDGET or 2048)",
-    )
     p.add_argument("--batch-size", type=int, default=None, help="rows per UNWIND batch")
     p.add_argument("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(
+    prog: str = "python -m trajgraph.pipelines.ingest_pipeline",
+    description: str = "The batch ingest pipeline alone (`trajgraph ingest` runs it as a job).",
+) -> argparse.ArgumentParser:
+    """The pipeline's parser; a job (jobs/ingest.py) names itself and adds its flags."""
     p = argparse.ArgumentParser(
-        prog="python -m trajgraph.pipelines.ingest_pipeline",
-        description="The batch ingest pipeline alone (`trajgraph ingest` runs it as a job). "
-        "Unknown flags go to Beam, e.g. --runner, --direct_num_workers.",
+        prog=prog,
+        description=f"{description} Unknown flags go to Beam, e.g. --runner, --direct_num_workers.",
     )
     add_arguments(p)
     return p

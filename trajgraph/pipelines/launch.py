@@ -31,6 +31,15 @@ C = TypeVar("C", bound=PipelineConfig)
 log = logging.getLogger(__name__)
 
 
+def parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A pipeline's parser: trajgraph's flags are added to it, and what it does not know
+    goes to Beam (:func:`run` parses with ``parse_known_args``), as its help says."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=f"{description} Unknown flags go to Beam, e.g. --runner, --direct_num_workers.",
+    )
+
+
 def ready(
     config: PipelineConfig, beam_args: Sequence[str], settings: settings_mod.Settings
 ) -> list[str]:

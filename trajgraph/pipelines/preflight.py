@@ -20,12 +20,58 @@ from apache_beam.io.filesystems import FileSystems
 
 from trajgraph.core import settings as settings_mod
 from trajgraph.core.errors import ConfigError, InputError
-from trajgraph.extractors import get_extractor, llm_for, resolve
+from trajgraph.extractors import EXTRACTORS, get_extractor, llm_for, resolve
 from trajgraph.extractors.windows import MIN_BUDGET_TOKENS
 from trajgraph.graph.embedders import embedder_name
 from trajgraph.pipelines import runners
 
 C = TypeVar("C", bound="PipelineConfig")
+
+
+def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags both pipelines take, read by :meth:`PipelineConfig.checked`: declared once,
+    so the batch and the stream cannot drift apart."""
+    p.add_argument(
+        "--extractor",
+        choices=EXTRACTORS,
+        default="auto",
+        help="llm (OpenAI-compatible server), heuristic (offline), or auto (default): llm when "
+        "TRAJGRAPH_LLM_MODEL is set, else heuristic",
+    )
+    p.add_argument(
+        "--embedder",
+        choices=(*settings_mod.EMBEDDERS, "none"),
+        default=None,
+        help="node embeddings: static (default, MiniLM distilled, offline), local (MiniLM, "
+        "offline), openai, hash (fast, lexical) or none; overrides TRAJGRAPH_EMBEDDER",
+    )
+    p.add_argument(
+        "--dead-letter",
+        default=None,
+        metavar="DIR",
+        help="where rejected records and events go: a folder, local or on a filesystem every "
+        "worker reaches (gs://, s3://, hdfs://; default: a new local folder per run)",
+    )
+    p.add_argument(
+        "--tenant",
+        default=None,
+        help="the tenant every record or event is written to (default TRAJGRAPH_TENANT); its "
+        'own "tenant" field is overridden (counted) unless --tenant-from-records',
+    )
+    p.add_argument(
+        "--tenant-from-records",
+        action="store_true",
+        help='let records and events choose their tenant with their own "tenant" field '
+        "(--tenant is then the tenant of those that name none); off by default, so one run "
+        "writes one tenant",
+    )
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="token budget of one window (default TRAJGRAPH_TOKEN_BUDGET or 2048)",
+    )
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,13 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
 from trajgraph.core import settings as settings_mod
 from trajgraph.core.errors import ConfigError, InputError
-from trajgraph.extractors import EXTRACTORS
 from trajgraph.pipelines import dead_letter, files, launch, progress, runners
-from trajgraph.pipelines.preflight import PipelineConfig, dead_letter_root, utc_stamp
+from trajgraph.pipelines.preflight import (
+    PipelineConfig,
+    add_pipeline_arguments,
+    dead_letter_root,
+    utc_stamp,
+)
 from trajgraph.pipelines.stream_transforms import (
     READ_FAILURES,
     SESSION_TRAJECTORIES,
@@ -51,29 +55,18 @@ from trajgraph.pipelines.transforms import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="trajgraph stream",
-        description="Stream turn events (JSONL lines appended to files in a directory, or "
-        "stdin as -) into the graph as they arrive.",
+    """The stream's parser: its source and timing, and the flags both pipelines take."""
+    p = launch.parser(
+        "trajgraph stream",
+        "Stream turn events (JSONL lines appended to files in a directory, or stdin as -) "
+        "into the graph as they arrive.",
     )
     p.add_argument(
         "source",
         help="a growing file, a directory of growing *.jsonl files (searched recursively; "
         "Claude Code sessions and OTLP exports are recognized), or - for stdin",
     )
-    p.add_argument(
-        "--tenant",
-        default=None,
-        help='the tenant of every event (an event\'s own "tenant" is overridden, and counted, '
-        "unless --tenant-from-records)",
-    )
-    p.add_argument(
-        "--tenant-from-records",
-        action="store_true",
-        help='let events choose their tenant with their own "tenant" field',
-    )
-    p.add_argument("--extractor", choices=EXTRACTORS, default="auto")
-    p.add_argument("--embedder", choices=(*settings_mod.EMBEDDERS, "none"), default=None)
+    add_pipeline_arguments(p)
     p.add_argument("--poll", type=float, default=0.5, metavar="SECONDS", help="default 0.5")
     p.add_argument(
         "--duration",
@@ -81,14 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="stop after this long (default: run until interrupted)",
-    )
-    p.add_argument("--budget", type=int, default=None, metavar="TOKENS")
-    p.add_argument(
-        "--dead-letter",
-        default=None,
-        metavar="DIR",
-        help="where bad events go: a folder, local or on a filesystem every worker reaches "
-        "(gs://, s3://, hdfs://)",
     )
     return p
 
