@@ -27,7 +27,7 @@ from typing import Any
 from apache_beam.metrics.metric import MetricsFilter
 
 from trajgraph.core import settings as settings_mod
-from trajgraph.core.errors import ConfigError, GraphError, one_line
+from trajgraph.core.errors import ConfigError
 from trajgraph.jobs import signals
 from trajgraph.jobs.manifest import Manifest, Plan, config_fingerprint, file_key, now_iso
 from trajgraph.jobs.progress_bar import ProgressBar
@@ -37,20 +37,18 @@ from trajgraph.jobs.summary import (
     IngestSummary,
     write_metrics,
 )
-from trajgraph.pipelines import dead_letter, files, progress, runners
+from trajgraph.pipelines import dead_letter, files, launch, progress, runners
 from trajgraph.pipelines import ingest_pipeline as pipeline
-from trajgraph.pipelines.preflight import check_graph, expand_paths, space_moved
 from trajgraph.pipelines.transforms import NS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    """The pipeline's flags (ingest_pipeline.build_parser), then the job's."""
+    p = pipeline.build_parser(
         prog="trajgraph ingest",
         description="Ingest agent logs into the Neo4j causality graph "
-        "(Apache Beam batch pipeline). "
-        "Unknown flags go to Beam, e.g. --runner, --direct_num_workers.",
+        "(Apache Beam batch pipeline).",
     )
-    pipeline.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--manifest",
@@ -118,47 +116,24 @@ def _run(
     s: IngestSummary,
     started: float,
 ) -> None:
+    """Check, plan, run the pipeline on the files to do, then record what became of them."""
     config = pipeline.IngestConfig.from_args(args, settings)
     s.extractor = config.extractor if config.extractor != "llm" else f"llm ({config.llm.model})"
     if args.rescan and not args.manifest:
         raise ConfigError("--rescan only means something with --manifest")
     s.tenant = config.tenant
     s.tenant_from_records = config.tenant_from_records
-    paths = expand_paths(args.paths)
     # The job's own files may sit next to the logs (a .json manifest in the log folder).
     own = {file_key(str(f)) for f in (args.manifest, args.metrics) if f}
-    paths = [f for f in paths if file_key(f) not in own]
+    paths = [f for f in config.paths if file_key(f) not in own]
     s.files_input = len(paths)
-    check_graph(config.neo, config.embedder)
-    # --runner PrismRunner: our Prism binary; FlinkRunner: the job server, its Java, a local
-    # cluster.
-    beam_args = runners.prepare_beam_args(beam_args, settings)
+    beam_args = launch.ready(config, beam_args, settings)
 
     manifest = Manifest.load(args.manifest) if args.manifest else None
     with manifest.lock() if manifest else contextlib.nullcontext():
-        # What decides the graph's content for a file besides the file: part of every entry.
-        fingerprint = config_fingerprint(
-            format=config.fmt,
-            extractor=config.extractor_fingerprint,
-            embedder=config.embedder_name,
-            budget=config.budget_tokens,
-            max_record_bytes=config.max_record_bytes,
-            # Only when set, so manifests written before the flag existed stay valid.
-            **({"tenant_from_records": True} if config.tenant_from_records else {}),
-        )
-        plan: Plan | None = None
-        todo = paths
-        if manifest is not None:
-            plan = manifest.plan(
-                paths,
-                tenant=config.tenant,
-                id_prefix=config.id_prefix,
-                config=fingerprint,
-                rescan=args.rescan,
-            )
-            todo = plan.sources
-            s.files_skipped = len(plan.skipped)
-            s.files_missing = sorted(str(m.get("source") or m["key"]) for m in plan.missing)
+        fingerprint = _fingerprint(config)
+        plan = _plan(manifest, paths, config, fingerprint, args.rescan, s)
+        todo = plan.sources if plan is not None else paths
         s.phases_s["plan"] = round(time.monotonic() - started, 3)
 
         dl_dir = dead_letter.dead_letter_dir(args.dead_letter, settings)
@@ -168,36 +143,8 @@ def _run(
         retry_prefix = files.join(dl_dir, "retry") if manifest is not None else None
         if todo:
             files.make_dirs(dl_dir)
-            t0 = time.monotonic()
-            show = _show_progress(args, beam_args)
-            with ProgressBar(len(todo)) if show else contextlib.nullcontext():
-                result = pipeline.run_pipeline(
-                    config,
-                    beam_args,
-                    paths=todo,
-                    dead_letter_prefix=prefix,
-                    retry_prefix=retry_prefix,
-                )
-            s.take_counters(_counters(result))
-            s.seconds = time.monotonic() - t0
-            s.phases_s["pipeline"] = round(s.seconds, 3)
-            moved = None
-            wrote_vectors = s.counters.get("embedded") or s.counters.get("embeddings_reused")
-            if config.embedder is not None and wrote_vectors:
-                try:
-                    moved = space_moved(config.neo, config.embedder_name)
-                except GraphError as e:
-                    # Everything is written: a Neo4j lost now must not fail the run (nor keep
-                    # the manifest from recording it). The next run's preflight sees a move.
-                    logging.getLogger(__name__).warning(
-                        "could not check whether `trajgraph reembed` moved the graph during "
-                        "this run: %s",
-                        one_line(e),
-                    )
-            if moved is not None:
-                s.space_moved_to, s.stale_vectors = moved
+            _run_pipeline(args, config, beam_args, todo, prefix, retry_prefix, s)
         s.files = s.files or len(todo)
-        s.dead_letter_path = prefix + ".jsonl"
         failed, degraded = file_outcomes(s, todo, s.dead_letter_path, retry_prefix)
         s.files_retry = (
             []
@@ -208,36 +155,114 @@ def _run(
         )
         s.set_status()
         if manifest is not None and plan is not None and s.exit_code in (EXIT_OK, EXIT_PARTIAL):
-            # Only now, with the graph written: a crash before this line marks nothing done.
-            t0 = time.monotonic()
-            manifest.record(
-                plan,
-                tenant=config.tenant,
-                id_prefix=config.id_prefix,
-                config=fingerprint,
-                failed=failed,
-                degraded=degraded,
-                run={
-                    "started_at": s.started_at,
-                    "finished_at": now_iso(),
-                    "status": s.status,
-                    "files_read": len(todo),
-                    "files_skipped": s.files_skipped,
-                    "files_retry": len(s.files_retry),
-                    "files_missing": len(s.files_missing),
-                    "records": s.records,
-                    "dead_lettered": s.dead_lettered,
-                },
-            )
-            manifest.save()
-            s.phases_s["manifest"] = round(time.monotonic() - t0, 3)
-        if retry_prefix:
-            files.delete(retry_prefix + ".jsonl")
-        if args.dead_letter is None and not (s.dead_lettered or s.windows_failed):
-            # Nothing was rejected: do not leave an empty folder behind for every clean run.
-            files.delete(s.dead_letter_path)
-            files.remove_empty_dir(dl_dir)
-            s.dead_letter_path = ""
+            _record(manifest, plan, config, fingerprint, failed, degraded, len(todo), s)
+        _clean_up(args.dead_letter, dl_dir, retry_prefix, s)
+
+
+def _fingerprint(config: pipeline.IngestConfig) -> str:
+    """What decides the graph's content for a file besides the file: part of every entry of
+    the manifest."""
+    return config_fingerprint(
+        format=config.fmt,
+        extractor=config.extractor_fingerprint,
+        embedder=config.embedder_name,
+        budget=config.budget_tokens,
+        max_record_bytes=config.max_record_bytes,
+        # Only when set, so manifests written before the flag existed stay valid.
+        **({"tenant_from_records": True} if config.tenant_from_records else {}),
+    )
+
+
+def _plan(
+    manifest: Manifest | None,
+    paths: list[str],
+    config: pipeline.IngestConfig,
+    fingerprint: str,
+    rescan: bool,
+    s: IngestSummary,
+) -> Plan | None:
+    """With a manifest: the new, changed and failed files among ``paths`` (the others are
+    counted as skipped); without one, None: every file is read."""
+    if manifest is None:
+        return None
+    plan = manifest.plan(
+        paths, tenant=config.tenant, id_prefix=config.id_prefix, config=fingerprint, rescan=rescan
+    )
+    s.files_skipped = len(plan.skipped)
+    s.files_missing = sorted(str(m.get("source") or m["key"]) for m in plan.missing)
+    return plan
+
+
+def _run_pipeline(
+    args: argparse.Namespace,
+    config: pipeline.IngestConfig,
+    beam_args: list[str],
+    todo: list[str],
+    prefix: str,
+    retry_prefix: str | None,
+    s: IngestSummary,
+) -> None:
+    """The pipeline on the files to do, with a progress bar where there is one; its
+    counters and duration into the summary, and whether `trajgraph reembed` moved the graph
+    meanwhile."""
+    t0 = time.monotonic()
+    show = _show_progress(args, beam_args)
+    with ProgressBar(len(todo)) if show else contextlib.nullcontext():
+        result = pipeline.run_pipeline(
+            config, beam_args, paths=todo, dead_letter_prefix=prefix, retry_prefix=retry_prefix
+        )
+    s.take_counters(_counters(result))
+    s.seconds = time.monotonic() - t0
+    s.phases_s["pipeline"] = round(s.seconds, 3)
+    moved = launch.moved_during(config, s.counters)
+    if moved is not None:
+        s.space_moved_to, s.stale_vectors = moved
+
+
+def _record(
+    manifest: Manifest,
+    plan: Plan,
+    config: pipeline.IngestConfig,
+    fingerprint: str,
+    failed: dict[str, int],
+    degraded: dict[str, int],
+    files_read: int,
+    s: IngestSummary,
+) -> None:
+    """Only now, with the graph written: a crash before this marks nothing done."""
+    t0 = time.monotonic()
+    manifest.record(
+        plan,
+        tenant=config.tenant,
+        id_prefix=config.id_prefix,
+        config=fingerprint,
+        failed=failed,
+        degraded=degraded,
+        run={
+            "started_at": s.started_at,
+            "finished_at": now_iso(),
+            "status": s.status,
+            "files_read": files_read,
+            "files_skipped": s.files_skipped,
+            "files_retry": len(s.files_retry),
+            "files_missing": len(s.files_missing),
+            "records": s.records,
+            "dead_lettered": s.dead_lettered,
+        },
+    )
+    manifest.save()
+    s.phases_s["manifest"] = round(time.monotonic() - t0, 3)
+
+
+def _clean_up(flag: str | None, dl_dir: str, retry_prefix: str | None, s: IngestSummary) -> None:
+    """The windows to retry are in the manifest now; a run that rejected nothing leaves no
+    empty dead-letter folder behind (unless ``--dead-letter`` named it)."""
+    if retry_prefix:
+        files.delete(retry_prefix + ".jsonl")
+    if flag is None and not (s.dead_lettered or s.windows_failed):
+        files.delete(s.dead_letter_path)
+        files.remove_empty_dir(dl_dir)
+        s.dead_letter_path = ""
 
 
 def _show_progress(args: argparse.Namespace, beam_args: list[str]) -> bool:

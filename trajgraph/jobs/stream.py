@@ -20,8 +20,7 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from trajgraph.core import errors
 from trajgraph.core import settings as settings_mod
-from trajgraph.core.errors import ConfigError, GraphError, one_line
-from trajgraph.graph.embedders import embedder_name
+from trajgraph.core.errors import ConfigError, one_line
 from trajgraph.jobs import signals
 from trajgraph.jobs.manifest import now_iso
 from trajgraph.jobs.summary import (
@@ -35,9 +34,8 @@ from trajgraph.jobs.summary import (
     partial_counts,
     write_metrics_json,
 )
-from trajgraph.pipelines import progress, runners, stream_transforms
+from trajgraph.pipelines import launch, progress, runners, stream_transforms
 from trajgraph.pipelines import stream_pipeline as pipeline
-from trajgraph.pipelines.preflight import check_graph, space_moved
 from trajgraph.pipelines.transforms import NS
 
 METRICS_SCHEMA = "trajgraph-stream-metrics/1"
@@ -90,9 +88,7 @@ def run(
     settings = settings or settings_mod.load()
     config = pipeline.StreamConfig.from_args(args, settings)
     known["dead_letter_path"] = config.dead_letter_path
-    check_graph(config.neo, config.embedder)
-    # --runner PrismRunner: our Prism binary; FlinkRunner: the job server (pipelines/runners).
-    beam_args = pipeline.prepare_beam_args(config, beam_args, settings)
+    beam_args = launch.ready(config, beam_args, settings)
     # A signal stops the poll and lets the pipeline finish what it read, where the poll
     # can hear it (its workers are in this process); elsewhere it ends the run at once.
     known["drains"] = runners.workers_in_this_process(beam_args)
@@ -100,6 +96,17 @@ def run(
         result = pipeline.run_pipeline(config, beam_args)
     finally:
         known["drains"] = False
+    counters = _counts(_counters(result))
+    counters["dead_letter_path"] = config.dead_letter_path
+    counters["space_moved_to"], counters["stale_vectors"] = None, 0
+    moved = launch.moved_during(config, counters)
+    if moved is not None:
+        counters["space_moved_to"], counters["stale_vectors"] = moved
+    return counters
+
+
+def _counters(result: Any) -> dict[str, Any]:
+    """The stream's counters from Beam's metrics, or this process's tally."""
     counters: dict[str, Any] = {}
     try:
         for c in result.metrics().query(MetricsFilter().with_namespace(NS))["counters"]:
@@ -108,23 +115,6 @@ def run(
             )
     except Exception:  # the streaming DirectRunner's metrics can fail: use the local tally
         counters = dict(progress.snapshot())
-    counters = _counts(counters)
-    counters["dead_letter_path"] = config.dead_letter_path
-    counters["space_moved_to"], counters["stale_vectors"] = None, 0
-    if config.embedder is not None and (
-        counters.get("embedded") or counters.get("embeddings_reused")
-    ):
-        try:
-            moved = space_moved(config.neo, embedder_name(config.embedder))
-        except GraphError as e:  # everything is written; the next run's preflight sees a move
-            log.warning(
-                "could not check whether `trajgraph reembed` moved the graph during this "
-                "stream: %s",
-                one_line(e),
-            )
-            moved = None
-        if moved is not None:
-            counters["space_moved_to"], counters["stale_vectors"] = moved
     return counters
 
 

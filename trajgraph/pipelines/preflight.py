@@ -1,4 +1,5 @@
-"""What a pipeline run settles before Beam starts: the input files it reads, the embedder it
+"""What a pipeline run settles before Beam starts: the configuration both pipelines take
+(:class:`PipelineConfig`, checked once for both), the input files it reads, the embedder it
 uses, whether the graph can take it, and where its dead letters go by default.
 
 Shared by the batch and the streaming pipeline; each check fails with the reason (a
@@ -7,16 +8,129 @@ ConfigError, InputError or GraphError), not a Beam trace from a worker.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, TypeVar
 
 from apache_beam.io.filesystems import FileSystems
 
 from trajgraph.core import settings as settings_mod
 from trajgraph.core.errors import ConfigError, InputError
+from trajgraph.extractors import EXTRACTORS, get_extractor, llm_for, resolve
 from trajgraph.extractors.windows import MIN_BUDGET_TOKENS
+from trajgraph.graph.embedders import embedder_name
+from trajgraph.pipelines import runners
+
+C = TypeVar("C", bound="PipelineConfig")
+
+
+def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags both pipelines take, read by :meth:`PipelineConfig.checked`: declared once,
+    so the batch and the stream cannot drift apart."""
+    p.add_argument(
+        "--extractor",
+        choices=EXTRACTORS,
+        default="auto",
+        help="llm (OpenAI-compatible server), heuristic (offline), or auto (default): llm when "
+        "TRAJGRAPH_LLM_MODEL is set, else heuristic",
+    )
+    p.add_argument(
+        "--embedder",
+        choices=(*settings_mod.EMBEDDERS, "none"),
+        default=None,
+        help="node embeddings: static (default, MiniLM distilled, offline), local (MiniLM, "
+        "offline), openai, hash (fast, lexical) or none; overrides TRAJGRAPH_EMBEDDER",
+    )
+    p.add_argument(
+        "--dead-letter",
+        default=None,
+        metavar="DIR",
+        help="where rejected records and events go: a folder, local or on a filesystem every "
+        "worker reaches (gs://, s3://, hdfs://; default: a new local folder per run)",
+    )
+    p.add_argument(
+        "--tenant",
+        default=None,
+        help="the tenant every record or event is written to (default TRAJGRAPH_TENANT); its "
+        'own "tenant" field is overridden (counted) unless --tenant-from-records',
+    )
+    p.add_argument(
+        "--tenant-from-records",
+        action="store_true",
+        help='let records and events choose their tenant with their own "tenant" field '
+        "(--tenant is then the tenant of those that name none); off by default, so one run "
+        "writes one tenant",
+    )
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="token budget of one window (default TRAJGRAPH_TOKEN_BUDGET or 2048)",
+    )
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What the batch and the streaming pipeline both take, resolved against the settings
+    and checked in one place (:meth:`checked`): how they extract and where they write. A
+    variant (ingest_pipeline.IngestConfig, stream_pipeline.StreamConfig) adds its own fields
+    and checks, and may complete Beam's flags further (:meth:`prepare_beam_args`)."""
+
+    extractor: str  # heuristic | llm
+    extractor_fingerprint: str  # extractor, model and prompt version: part of the manifest key
+    llm: settings_mod.LLMSettings
+    tenant: str
+    tenant_from_records: bool
+    budget_tokens: int
+    batch_size: int
+    neo: settings_mod.Neo4jSettings
+    embedder: settings_mod.EmbedderSettings | None
+
+    @classmethod
+    def checked(
+        cls: type[C], args: argparse.Namespace, settings: settings_mod.Settings, **own: Any
+    ) -> C:
+        """The shared flags (``--extractor``, ``--budget``, ``--tenant``,
+        ``--tenant-from-records``, ``--embedder``, and ``--llm-model``, ``--batch-size`` where
+        the variant has them) checked before anything runs: a bad extractor name, a missing
+        model, a budget too small for a window or a tenant the contract refuses fail here,
+        with a ConfigError. ``own``: the variant's fields, which it checked."""
+        llm = settings.llm
+        model = getattr(args, "llm_model", None)  # the stream takes the configured model
+        if model:
+            llm = dataclasses.replace(llm, model=model)
+        llm = llm_for(args.extractor, llm, settings.local_llm)
+        extractor = resolve(args.extractor, llm)
+        fingerprint = get_extractor(extractor, llm=llm).fingerprint  # a missing model fails
+        return cls(
+            extractor=extractor,
+            extractor_fingerprint=fingerprint,
+            llm=llm,
+            tenant=checked_tenant(args.tenant or settings.tenant),
+            tenant_from_records=args.tenant_from_records,
+            budget_tokens=checked_budget(args.budget or settings.token_budget),
+            batch_size=getattr(args, "batch_size", None) or settings.write_batch_size,
+            neo=settings.neo4j,
+            embedder=embedder_for(args.embedder, settings),
+            **own,
+        )
+
+    @property
+    def embedder_name(self) -> str:
+        return embedder_name(self.embedder) if self.embedder else ""
+
+    def prepare_beam_args(
+        self, beam_args: Sequence[str], settings: settings_mod.Settings
+    ) -> list[str]:
+        """Beam's flags completed for the runner they name (--runner PrismRunner: our Prism
+        binary; FlinkRunner: the job server, its Java, a local cluster)."""
+        return runners.prepare_beam_args(beam_args, settings)
+
 
 # Walking a directory picks up the files an adapter can read; other files are not records.
 LOG_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".parquet")

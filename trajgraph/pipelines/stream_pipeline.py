@@ -20,21 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineResult
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
 from trajgraph.core import settings as settings_mod
 from trajgraph.core.errors import ConfigError, InputError
-from trajgraph.extractors import EXTRACTORS, get_extractor, llm_for, resolve
-from trajgraph.graph.embedders import embedder_name
-from trajgraph.pipelines import dead_letter, files, progress, runners
+from trajgraph.pipelines import dead_letter, files, launch, progress, runners
 from trajgraph.pipelines.preflight import (
-    check_graph,
-    checked_budget,
-    checked_tenant,
+    PipelineConfig,
+    add_pipeline_arguments,
     dead_letter_root,
-    embedder_for,
     utc_stamp,
 )
 from trajgraph.pipelines.stream_transforms import (
@@ -60,29 +55,18 @@ from trajgraph.pipelines.transforms import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="trajgraph stream",
-        description="Stream turn events (JSONL lines appended to files in a directory, or "
-        "stdin as -) into the graph as they arrive.",
+    """The stream's parser: its source and timing, and the flags both pipelines take."""
+    p = launch.parser(
+        "trajgraph stream",
+        "Stream turn events (JSONL lines appended to files in a directory, or stdin as -) "
+        "into the graph as they arrive.",
     )
     p.add_argument(
         "source",
         help="a growing file, a directory of growing *.jsonl files (searched recursively; "
         "Claude Code sessions and OTLP exports are recognized), or - for stdin",
     )
-    p.add_argument(
-        "--tenant",
-        default=None,
-        help='the tenant of every event (an event\'s own "tenant" is overridden, and counted, '
-        "unless --tenant-from-records)",
-    )
-    p.add_argument(
-        "--tenant-from-records",
-        action="store_true",
-        help='let events choose their tenant with their own "tenant" field',
-    )
-    p.add_argument("--extractor", choices=EXTRACTORS, default="auto")
-    p.add_argument("--embedder", choices=(*settings_mod.EMBEDDERS, "none"), default=None)
+    add_pipeline_arguments(p)
     p.add_argument("--poll", type=float, default=0.5, metavar="SECONDS", help="default 0.5")
     p.add_argument(
         "--duration",
@@ -91,36 +75,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="stop after this long (default: run until interrupted)",
     )
-    p.add_argument("--budget", type=int, default=None, metavar="TOKENS")
-    p.add_argument(
-        "--dead-letter",
-        default=None,
-        metavar="DIR",
-        help="where bad events go: a folder, local or on a filesystem every worker reaches "
-        "(gs://, s3://, hdfs://)",
-    )
     return p
 
 
 @dataclass(frozen=True)
-class StreamConfig:
-    """The stream's flags resolved against the settings and checked."""
+class StreamConfig(PipelineConfig):
+    """The stream's flags resolved against the settings and checked (the fields both
+    pipelines take are preflight.PipelineConfig's)."""
 
     source: str  # a file, a directory, or "-" for stdin
     poll_s: float
     duration_s: float | None
-    tenant: str
-    tenant_from_records: bool
-    extractor: str
-    llm: settings_mod.LLMSettings
-    budget_tokens: int
-    neo: settings_mod.Neo4jSettings
-    batch_size: int
-    embedder: settings_mod.EmbedderSettings | None
     dead_letter_path: str  # appended to as bad lines arrive
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, settings: settings_mod.Settings) -> StreamConfig:
+        """Checked before anything runs: the source and the timing flags here, the rest by
+        PipelineConfig.checked, as for a batch run."""
         if args.source != STDIN and not Path(args.source).exists():
             raise InputError(
                 "not a directory or a file (give a folder of .jsonl files, a growing file, "
@@ -134,24 +105,28 @@ class StreamConfig:
                 f"--duration must be a positive number of seconds (leave it out to run until "
                 f"interrupted), got {args.duration}"
             )
-        llm = llm_for(args.extractor, settings.llm, settings.local_llm)
-        extractor = resolve(args.extractor, llm)
-        get_extractor(extractor, llm=llm)  # a missing model fails here
         dl_dir = args.dead_letter or str(dead_letter_root(settings) / f"stream-{utc_stamp()}")
-        return cls(
+        return cls.checked(
+            args,
+            settings,
             source=args.source,
             poll_s=args.poll,
             duration_s=args.duration,
-            tenant=checked_tenant(args.tenant or settings.tenant),
-            tenant_from_records=args.tenant_from_records,
-            extractor=extractor,
-            llm=llm,
-            budget_tokens=checked_budget(args.budget or settings.token_budget),
-            neo=settings.neo4j,
-            batch_size=settings.write_batch_size,
-            embedder=embedder_for(args.embedder, settings),
             dead_letter_path=files.join(dl_dir, "dead-letter.jsonl"),
         )
+
+    def prepare_beam_args(
+        self, beam_args: Sequence[str], settings: settings_mod.Settings
+    ) -> list[str]:
+        """Beam's flags completed for the runner (PipelineConfig.prepare_beam_args); stdin
+        can only be read by workers in this process."""
+        beam_args = super().prepare_beam_args(beam_args, settings)
+        if self.source == STDIN and not runners.workers_in_this_process(beam_args):
+            raise ConfigError(
+                "the stream source - (stdin) is only readable by workers in this process: use "
+                "the DirectRunner or LOOPBACK workers, or give a directory the workers can read"
+            )
+        return beam_args
 
 
 def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | None) -> None:
@@ -183,12 +158,7 @@ def build_pipeline(p: beam.Pipeline, config: StreamConfig, *, stop_at: float | N
 
     def extract() -> ExtractTrajectoryFn:  # the event and the session branches extract alike
         return ExtractTrajectoryFn(
-            config.extractor,
-            config.budget_tokens,
-            config.llm,
-            True,
-            1,
-            embedder_name(embedder) if embedder else "",
+            config.extractor, config.budget_tokens, config.llm, True, 1, config.embedder_name
         )
 
     valid, bad_valid = (
@@ -273,46 +243,26 @@ class _ParseFn(beam.DoFn):
 
 def run_pipeline(config: StreamConfig, beam_args: Sequence[str]) -> PipelineResult:
     """Run the stream in Beam's streaming mode until ``duration_s`` has passed or Ctrl-C
-    (which cancels it); Beam's result."""
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    options = PipelineOptions(list(beam_args))
-    options.view_as(StandardOptions).streaming = True
-    progress.reset()
+    (which cancels it; launch.execute); Beam's result."""
     reset_stop()
     stop_at = time.time() + config.duration_s if config.duration_s else None
-    p = beam.Pipeline(options=options)
-    build_pipeline(p, config, stop_at=stop_at)
-    result = p.run()
-    try:
-        result.wait_until_finish()
-    except KeyboardInterrupt:
-        result.cancel()
-    return result
+    return launch.execute(
+        lambda p: build_pipeline(p, config, stop_at=stop_at), beam_args, streaming=True
+    )
 
 
 def run(
     argv: Sequence[str] | None = None, *, settings: settings_mod.Settings | None = None
 ) -> PipelineResult:
-    """Parse trajgraph's flags (the rest are Beam's), check the source and the graph, run."""
-    args, beam_args = build_parser().parse_known_args(argv)
-    settings = settings or settings_mod.load()
-    config = StreamConfig.from_args(args, settings)
-    check_graph(config.neo, config.embedder)
-    return run_pipeline(config, prepare_beam_args(config, beam_args, settings))
-
-
-def prepare_beam_args(
-    config: StreamConfig, beam_args: Sequence[str], settings: settings_mod.Settings
-) -> list[str]:
-    """Beam's flags completed for the runner (runners.prepare_beam_args); stdin can only be
-    read by workers in this process."""
-    beam_args = runners.prepare_beam_args(beam_args, settings)
-    if config.source == STDIN and not runners.workers_in_this_process(beam_args):
-        raise ConfigError(
-            "the stream source - (stdin) is only readable by workers in this process: use "
-            "the DirectRunner or LOOPBACK workers, or give a directory the workers can read"
-        )
-    return beam_args
+    """Parse trajgraph's flags (the rest are Beam's), check the source and the graph, run
+    (launch.run)."""
+    return launch.run(
+        argv,
+        settings,
+        parser=build_parser(),
+        configure=StreamConfig.from_args,
+        launch=lambda config, beam_args, _args, _settings: run_pipeline(config, beam_args),
+    )
 
 
 if __name__ == "__main__":

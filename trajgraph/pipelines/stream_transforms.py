@@ -37,7 +37,7 @@ import queue
 import stat
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -56,13 +56,12 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from trajgraph.core.env import DEFAULT_TENANT
 from trajgraph.core.errors import InputError, SchemaValidationError
-from trajgraph.core.settings import Neo4jSettings
 from trajgraph.graph.rows import GraphRows
 from trajgraph.pipelines import dead_letter, progress
 from trajgraph.pipelines.adapters import normalize
 from trajgraph.pipelines.adapters.base import LineFile, Located, RawRecord, parse_json
 from trajgraph.pipelines.adapters.detect import sniff_line_file
-from trajgraph.pipelines.transforms import NS, WriteGraph
+from trajgraph.pipelines.transforms import NS, GraphWriterFn, WriteGraph
 from trajgraph.schemas.ids import id_problem
 from trajgraph.schemas.trajectory import max_turn_idx, validate
 
@@ -162,32 +161,36 @@ class TailSourceFn(beam.DoFn):
         failing: Any,
         unreadable: dict[str, str],
     ) -> Iterator[Any]:
+        """One followed file: what it gained since the last poll, as lines (or session
+        trajectories), and its read failures, each said once."""
         tail = state.get(name) or Tail()
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
             # A name that is not UTF-8: none of its records could be written (their source
             # is on every node). Said once, like an unreadable file.
-            if unreadable.get(name) != "name":
-                unreadable[name] = "name"
-                failing.write(unreadable)
-                _count("dead_lettered")
-                reason = "the file name is not valid UTF-8: rename the file"
-                yield beam.pvalue.TaggedOutput(
-                    READ_FAILURES, dead_letter.row("read", name, "file", reason)
-                )
+            reason = "the file name is not valid UTF-8: rename the file"
+            yield from _report_once(name, "name", "file", reason, failing, unreadable)
             return
-        try:
-            st = os.stat(name)
-        except OSError:
-            st = None  # opening it below says why, once
-        if tail.origin and (st is None or (st.st_dev, st.st_ino) != tail.identity):
-            state.pop(name, None)  # a rotated file removed (or gone on under a name not
-            return  # followed): done with it
-        if st is not None and tail.unchanged(st):
-            # Unchanged since the last poll: one stat, not an open and a read (a folder of
-            # thousands of finished sessions is polled twice a second).
+        if _settled(name, tail, state):
             return
+        read = yield from self._read(name, tail, state, sessions, failing, unreadable)
+        if read is not None:
+            tail, data = read
+            yield from self._emit(name, tail, data, sessions)
+
+    def _read(
+        self,
+        name: str,
+        tail: Tail,
+        state: dict[str, Tail],
+        sessions: Any,
+        failing: Any,
+        unreadable: dict[str, str],
+    ) -> Generator[Any, None, tuple[Tail, bytes] | None]:
+        """The file's next chunk from where its reader is, and that reader (a new one when
+        the file was rotated or truncated: the old file's rest is read first); None when it
+        cannot be read (reported once)."""
         try:
             with _open_regular(name) as f:
                 st = os.fstat(f.fileno())
@@ -217,18 +220,18 @@ class TailSourceFn(beam.DoFn):
         except OSError as e:
             # Reported once (again when the error changes), not on every poll; its lines
             # are not skipped: they are read once the file is readable again.
-            if unreadable.get(name) != repr(e):
-                unreadable[name] = repr(e)
-                failing.write(unreadable)
-                _count("dead_lettered")
-                yield beam.pvalue.TaggedOutput(
-                    READ_FAILURES, dead_letter.row("read", name, f"from byte {tail.pos}", repr(e))
-                )
-            return
+            where = f"from byte {tail.pos}"
+            yield from _report_once(name, repr(e), where, repr(e), failing, unreadable)
+            return None
         if unreadable.pop(name, None) is not None:
             failing.write(unreadable)
         tail.identity, tail.mtime_ns = identity, st.st_mtime_ns
         state[name] = tail
+        return tail, data
+
+    def _emit(self, name: str, tail: Tail, data: bytes, sessions: Any) -> Iterator[Any]:
+        """The complete lines of ``data`` (read at ``tail.pos``): turn events, or the file's
+        session trajectories so far; then the reader moved past them."""
         pos, lineno, kind = tail.pos, tail.lineno, tail.kind
         if tail.skipping:  # the rest of a line over the limit, already dead-lettered
             cut = data.find(b"\n")
@@ -274,6 +277,33 @@ class TailSourceFn(beam.DoFn):
             tail.advance(data, pos + len(data), lineno, kind, skipping=True)
             return
         tail.advance(data[: end + 1], pos + end + 1, lineno, kind, skipping=False)
+
+
+def _settled(name: str, tail: Tail, state: dict[str, Tail]) -> bool:
+    """Nothing to read: a rotated file removed (or gone on under a name not followed),
+    forgotten; or a file unchanged since the last poll (one stat, not an open and a read: a
+    folder of thousands of finished sessions is polled twice a second)."""
+    try:
+        st = os.stat(name)
+    except OSError:
+        st = None  # opening it says why, once
+    if tail.origin and (st is None or (st.st_dev, st.st_ino) != tail.identity):
+        state.pop(name, None)
+        return True
+    return st is not None and tail.unchanged(st)
+
+
+def _report_once(
+    name: str, why: str, locator: str, reason: str, failing: Any, unreadable: dict[str, str]
+) -> Iterator[Any]:
+    """A dead letter for a file that cannot be read, unless ``why`` was said already (again
+    when it changes), so that it is not said on every poll."""
+    if unreadable.get(name) == why:
+        return
+    unreadable[name] = why
+    failing.write(unreadable)
+    _count("dead_lettered")
+    yield beam.pvalue.TaggedOutput(READ_FAILURES, dead_letter.row("read", name, locator, reason))
 
 
 # How much of a followed file's last bytes the reader keeps, to tell the same file grown
@@ -724,31 +754,14 @@ def _count(name: str, n: int = 1) -> None:
     progress.bump(name, n)
 
 
-class WriteNewestVersionFn(beam.DoFn):
+class WriteNewestVersionFn(GraphWriterFn):
     """Keyed by trajectory uid: writes a streamed trajectory's version unless a newer one
     was written already (see the module's docstring).
 
     Per-key state makes the runner process one trajectory's versions one at a time, and the
     write is synchronous here, so two writes of a trajectory never interleave and an older
-    version never overwrites a newer one. Versions 0 (not streamed) are always written."""
-
-    def __init__(self, neo: Neo4jSettings, batch_size: int) -> None:
-        self._neo = neo
-        self._batch_size = batch_size
-        self._driver: Any = None
-        self._writer: Any = None
-
-    def setup(self) -> None:
-        from trajgraph.graph.connection import open_driver
-        from trajgraph.graph.writer import GraphWriter, ensure_schema
-
-        self._driver = open_driver(self._neo)
-        ensure_schema(self._driver, self._neo.database)
-        self._writer = GraphWriter(
-            self._driver,
-            self._neo.database,
-            batch_size=self._batch_size,
-        )
+    version never overwrites a newer one. Versions 0 (not streamed) are always written. The
+    driver, schema and writer are GraphWriterFn's."""
 
     def process(
         self, keyed: tuple[str, GraphRows], written: Any = _WRITTEN_PARAM
@@ -761,13 +774,7 @@ class WriteNewestVersionFn(beam.DoFn):
             return
         stats = self._writer.write([rows])
         written.write(max(newest, rows.version))
-        _count("trajectories_written", stats.trajectories)
-        _count("trajectories_unchanged", stats.unchanged)
-        _count("rows_written", stats.rows)
-
-    def teardown(self) -> None:
-        if self._driver is not None:
-            self._driver.close()
+        self._count_written(stats)
 
 
 class WriteNewestVersions(WriteGraph):

@@ -571,7 +571,40 @@ class EmbedRowsFn(beam.DoFn):
             self._driver.close()
 
 
-class WriteGraphFn(beam.DoFn):
+class GraphWriterFn(beam.DoFn):
+    """What every DoFn that writes the graph shares, batch (:class:`WriteGraphFn`) and
+    stream (stream_transforms.WriteNewestVersionFn) alike: ``setup()`` opens the driver,
+    ensures the schema and builds the GraphWriter; ``teardown()`` closes the driver. A
+    subclass says how it writes (``process``), and adds to both ends what else it holds."""
+
+    def __init__(self, neo: Neo4jSettings, batch_size: int) -> None:
+        self._neo = neo
+        self._batch_size = batch_size
+        self._driver: Any = None
+        self._writer: Any = None
+
+    def setup(self) -> None:
+        from trajgraph.graph.connection import open_driver
+        from trajgraph.graph.writer import GraphWriter, ensure_schema
+
+        self._driver = open_driver(self._neo)
+        ensure_schema(self._driver, self._neo.database)
+        self._writer = GraphWriter(self._driver, self._neo.database, batch_size=self._batch_size)
+
+    def teardown(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+
+    @staticmethod
+    def _count_written(stats: Any) -> None:
+        """A write's WriteStats as the run's counters; from the DoFn's own thread (Beam
+        reports metrics per thread)."""
+        _count("trajectories_written", stats.trajectories)
+        _count("trajectories_unchanged", stats.unchanged)
+        _count("rows_written", stats.rows)
+
+
+class WriteGraphFn(GraphWriterFn):
     """Buffers GraphRows and writes them in UNWIND batches on one background thread, so
     extraction (Python) and Neo4j (its own process) work at the same time. Batches are written
     in order, at most MAX_IN_FLIGHT wait at once, and a bundle ends only when all are written."""
@@ -579,10 +612,7 @@ class WriteGraphFn(beam.DoFn):
     MAX_IN_FLIGHT = 2
 
     def __init__(self, neo: Neo4jSettings, batch_size: int) -> None:
-        self._neo = neo
-        self._batch_size = batch_size
-        self._driver: Any = None
-        self._writer: Any = None
+        super().__init__(neo, batch_size)
         self._pool: Any = None
         self._in_flight: list[Any] = []
         self._failed: Any = None  # a threading.Event, made in setup (it does not pickle)
@@ -590,16 +620,7 @@ class WriteGraphFn(beam.DoFn):
     def setup(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from trajgraph.graph.connection import open_driver
-        from trajgraph.graph.writer import GraphWriter, ensure_schema
-
-        self._driver = open_driver(self._neo)
-        ensure_schema(self._driver, self._neo.database)
-        self._writer = GraphWriter(
-            self._driver,
-            self._neo.database,
-            batch_size=self._batch_size,
-        )
+        super().setup()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajgraph-write")
         self._failed = threading.Event()
 
@@ -645,16 +666,12 @@ class WriteGraphFn(beam.DoFn):
 
     def _collect_one(self) -> None:
         # Metrics must be reported from the DoFn's own thread, so results come back here.
-        stats = self._in_flight.pop(0).result()
-        _count("trajectories_written", stats.trajectories)
-        _count("trajectories_unchanged", stats.unchanged)
-        _count("rows_written", stats.rows)
+        self._count_written(self._in_flight.pop(0).result())
 
     def teardown(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._driver is not None:
-            self._driver.close()
+        super().teardown()
 
 
 class WriteGraph(beam.PTransform):

@@ -428,6 +428,7 @@ def test_batch_and_stream_take_the_same_budgets(budget: str, tmp_path: Path) -> 
     from trajgraph.pipelines import stream_pipeline as stream
 
     settings = settings_mod.load({})
+    (tmp_path / "a.jsonl").write_text(_line("a"))  # the batch's inputs are checked too
     flags = [str(tmp_path), "--extractor", "heuristic", "--budget", budget]
     outcomes: list[int | str] = []
     for check in (

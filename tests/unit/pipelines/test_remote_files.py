@@ -117,13 +117,13 @@ def test_stdin_streams_only_to_workers_in_this_process(tmp_path: Path) -> None:
     binary.chmod(0o755)
     settings = Settings(prism_location=binary)
     config = stream.StreamConfig.from_args(stream.build_parser().parse_args(["-"]), settings)
-    assert stream.prepare_beam_args(config, [], settings) == []
+    assert config.prepare_beam_args([], settings) == []
     # `trajgraph stream --runner PrismRunner` finds the binary like ingest does; LOOPBACK.
-    prism = stream.prepare_beam_args(config, ["--runner", "PrismRunner"], settings)
+    prism = config.prepare_beam_args(["--runner", "PrismRunner"], settings)
     assert f"--prism_location={binary}" in prism
     with pytest.raises(ConfigError, match=r"stdin\) is only readable by workers in this process"):
-        stream.prepare_beam_args(config, ["--runner", "PortableRunner"], settings)
+        config.prepare_beam_args(["--runner", "PortableRunner"], settings)
     with pytest.raises(ConfigError, match="only readable by workers in this process"):
-        stream.prepare_beam_args(
-            config, ["--runner", "PrismRunner", "--environment_type", "EXTERNAL"], settings
+        config.prepare_beam_args(
+            ["--runner", "PrismRunner", "--environment_type", "EXTERNAL"], settings
         )
