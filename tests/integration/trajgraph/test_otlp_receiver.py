@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -100,14 +100,44 @@ def _wait_for(driver: Any, tenant: str, want: dict[str, int], timeout: float = 1
         time.sleep(0.3)
 
 
-def _wait_for_digest(driver: Any, db: str, streamed: str, batch: str, trace: str) -> None:
+def _wait_for_digest(otlp: Receiver, driver: Any, db: str, batch: str, trace: str) -> None:
     """The streamed trajectory's digest becomes the file ingest's. Its turns can all be there
-    while the last spans (the chats, the root span: task, outcome) are still on their way."""
+    while the last spans (the chats, the root span: task, outcome) are still on their way.
+    On a loaded machine the stream, a Beam pipeline in a child process, can take a while."""
     want = trajectory_digest(driver, db, batch, trace)
-    deadline = time.monotonic() + 60
-    while trajectory_digest(driver, db, streamed, trace) != want:
-        assert time.monotonic() < deadline, f"{trace}: digests still differ after 60 s"
+    deadline = time.monotonic() + 120
+    while trajectory_digest(driver, db, otlp.tenant, trace) != want:
+        assert time.monotonic() < deadline, (
+            f"{trace}: digests still differ after 120 s; {_stream_state(otlp)}"
+        )
         time.sleep(0.3)
+
+
+def _stream_state(otlp: Receiver) -> str:
+    """What the tenant's stream says of itself: its metrics and the end of its log."""
+    folder = tenant_dir(otlp.spool, otlp.tenant)
+    parts = []
+    for name in ("stream-metrics.json", "stream.log"):
+        path = folder / name
+        text = path.read_text(errors="replace")[-2000:] if path.is_file() else "(none)"
+        parts.append(f"{name}: {text}")
+    return "; ".join(parts)
+
+
+@dataclasses.dataclass
+class Recording(SpanExporter):
+    """An exporter that remembers what each export returned (the SDK's processors drop it)."""
+
+    inner: OTLPSpanExporter
+    results: list[SpanExportResult] = dataclasses.field(default_factory=list)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        self.results.append(result)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
 
 
 def _count(driver: Any, tenant: str) -> int:
@@ -171,7 +201,8 @@ def test_sdk_agent_loop_becomes_turns_equal_to_a_file_ingest(
 ) -> None:
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "toy-agent"}))
-    provider.add_span_processor(SimpleSpanProcessor(otlp.exporter(compression=Compression.Gzip)))
+    exporter = Recording(otlp.exporter(compression=Compression.Gzip))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     _agent_loop(provider)
     provider.shutdown()
@@ -183,7 +214,10 @@ def test_sdk_agent_loop_becomes_turns_equal_to_a_file_ingest(
     exported = tmp_path / "toy-trace.json"
     exported.write_text(json.dumps({"spans": [json.loads(s.to_json()) for s in spans]}))
     batch = ingested(exported).tenant
-    _wait_for_digest(driver, neo4j_settings.neo4j.database, otlp.tenant, batch, trace)
+    # Every span reached the receiver: an export the exporter gave up on (it retries 429 and
+    # 503 for its timeout) would leave the trajectory short, and the wait below would say less.
+    assert exporter.results == [SpanExportResult.SUCCESS] * len(spans)
+    _wait_for_digest(otlp, driver, neo4j_settings.neo4j.database, batch, trace)
     rows = driver.execute_query(
         "MATCH (u:Turn {trajectory_uid: $uid}) RETURN u.idx AS idx, u.action AS action "
         "ORDER BY idx",
@@ -284,7 +318,7 @@ def test_replayed_real_traces_equal_a_file_ingest_out_of_order_and_twice(
     assert set(turns) == want and sum(turns.values()) == 8
     _wait_for(driver, otlp.tenant, turns)
     for trace in sorted(want):
-        _wait_for_digest(driver, neo4j_settings.neo4j.database, otlp.tenant, file_tenant, trace)
+        _wait_for_digest(otlp, driver, neo4j_settings.neo4j.database, file_tenant, trace)
     lines = otlp.spans_file(otlp.tenant).read_text().splitlines()
     assert len(lines) == len(batches) - 1  # the repeated batch added nothing
     assert sum(len(json.loads(line)["resourceSpans"]) > 0 for line in lines) == len(lines)
