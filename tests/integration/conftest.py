@@ -24,6 +24,7 @@ from tests.integration.servers import (
     beam_worker_pool,
     prism_job_server,
     private_neo4j_server,
+    reused_private_neo4j,
 )
 from trajgraph.core.errors import RunnerError
 from trajgraph.core.settings import LLMSettings, Settings, load
@@ -74,11 +75,23 @@ def driver(neo4j_settings: Settings) -> Iterator[neo4j.Driver]:
             local_server.stop(local)
 
 
+@pytest.fixture(scope="session")
+def _private_neo4j_settings(
+    neo4j_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Settings]:
+    """The settings of one private Neo4j (its own port, data and run dir), started for the
+    first test that asks for it and stopped at the end of the run: a start costs 15 to 40 s
+    on 2 cores, and the tests that need a server of their own are many."""
+    with private_neo4j_server(neo4j_settings, tmp_path_factory.mktemp("private")) as private:
+        yield private.settings
+
+
 @pytest.fixture
-def private_neo4j(neo4j_settings: Settings, tmp_path: Path) -> Iterator[Private]:
-    """A Neo4j of the test's own (port, data and run dir under tmp_path), which the test may
-    kill, stop and start; stopped at the end."""
-    with private_neo4j_server(neo4j_settings, tmp_path) as private:
+def private_neo4j(_private_neo4j_settings: Settings) -> Iterator[Private]:
+    """A Neo4j that only this test uses (not the shared one), which the test may kill, stop
+    and start: running (started again if an earlier test left it stopped) and empty (every
+    node, index and constraint dropped) when the test begins."""
+    with reused_private_neo4j(_private_neo4j_settings) as private:
         yield private
 
 

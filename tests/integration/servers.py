@@ -114,6 +114,33 @@ def private_neo4j_server(base: Settings, root: Path) -> Iterator[Private]:
 
 
 @contextmanager
+def reused_private_neo4j(settings: Settings) -> Iterator[Private]:
+    """The private Neo4j of ``settings``, running (started if a test stopped or killed it)
+    and emptied: what a fresh server holds, without the start-up."""
+    ls.start(settings.neo4j, settings.local, log=lambda m: print(m, file=sys.stderr))
+    neo = settings.neo4j
+    with neo4j.GraphDatabase.driver(neo.uri, auth=(neo.user, neo.password)) as drv:
+        empty(drv, neo.database)
+        yield Private(settings, drv)
+
+
+def empty(drv: neo4j.Driver, database: str) -> None:
+    """Every node, constraint and index (but Neo4j's own token lookups) dropped."""
+    with drv.session(database=database) as session:  # IN TRANSACTIONS: an implicit one
+        session.run(
+            "MATCH (n) CALL { WITH n DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS"
+        ).consume()
+    for kind, shown in (("CONSTRAINT", "SHOW CONSTRAINTS"), ("INDEX", "SHOW INDEXES")):
+        names = [
+            r["name"]
+            for r in drv.execute_query(f"{shown} YIELD name, type", database_=database).records
+            if r["type"] != "LOOKUP"
+        ]
+        for name in names:
+            drv.execute_query(f"DROP {kind} `{name}` IF EXISTS", database_=database)
+
+
+@contextmanager
 def serve_in_thread(app: Any) -> Iterator[str]:
     """``app`` served by uvicorn on 127.0.0.1 (a free port) in this process, configured as
     `trajgraph serve` configures it (trajgraph.http_guard.uvicorn_config); its base URL."""
