@@ -81,11 +81,12 @@ def spec(
     python_bin: Path,
     base_path: str,
     log: Log = print,
+    instance: str | None = None,
 ) -> ClusterSpec:
     """Everything a start needs, fetched or built on first use (jars, boot)."""
     check_engine(engine, members)
     java = cluster_java(settings)
-    p = paths(settings, engine)
+    p = paths(settings, engine, instance)
     ensure_jars(settings, engine, log=log)
     boot = ensure_boot(settings, log=log)
     return ClusterSpec(
@@ -114,5 +115,5 @@ def status(settings: Settings, engine: str) -> cluster.ClusterState | None:
     return cluster.status(paths(settings, engine), engine)
 
 
-def cluster_paths(settings: Settings, engine: str) -> ClusterPaths:
-    return paths(settings, engine)
+def cluster_paths(settings: Settings, engine: str, instance: str | None = None) -> ClusterPaths:
+    return paths(settings, engine, instance)

@@ -85,10 +85,12 @@ class ClusterPaths:
     tmp_dir: Path
 
 
-def paths(settings: Settings, engine: str) -> ClusterPaths:
+def paths(settings: Settings, engine: str, instance: str | None = None) -> ClusterPaths:
+    """``instance`` names another run dir than the engine's (the tests' own cluster runs
+    beside a user's, on the same jars)."""
     jars = JARS[engine]
     root = cache_root(settings) / "engines"
-    run_dir = root / engine
+    run_dir = root / (instance or engine)
     return ClusterPaths(
         jars=jars,
         lib_dir=root / jars.name / "lib",

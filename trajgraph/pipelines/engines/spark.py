@@ -159,11 +159,15 @@ def phases(spec: ClusterSpec) -> list[list[Member]]:
 def _worker(spec: ClusterSpec, i: int, base: list[str], env: dict[str, str]) -> Member:
     port = spec.ports.member(i - 1)
     work = spec.paths.run_dir / f"worker-{i}" / "work"
+    # A Worker copies every job's jars into its work dir: remove those of finished jobs.
+    cleanup = ("-Dspark.worker.cleanup.enabled=true", "-Dspark.worker.cleanup.appDataTtl=3600")
     return Member(
         role=f"worker-{i}",
         title=f"Spark Worker {i}",
         command=[
-            *base,
+            *base[:1],
+            *cleanup,
+            *base[1:],
             WORKER,
             "--host",
             HOST,
