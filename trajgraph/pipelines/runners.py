@@ -15,7 +15,13 @@ this process. Left to itself, Beam downloads the jar from Maven Central with url
 ``~/.apache_beam``; :func:`prepare_beam_args` fetches it with ``mvn`` instead, like the Neo4j
 jars (both through trajgraph.core.jvm), so Maven's mirrors, proxies and local repository apply,
 into ``<cache>/beam/<beam version>/``, checks the Java that will run it, and adds those flags
-unless the user gave them. Any other runner's flags pass through untouched.
+unless the user gave them.
+
+``--runner FlinkRunner`` or ``SparkRunner`` with nothing that says where to run
+(``--job_endpoint``, ``--flink_master``, a job-server jar, ``--environment_type``) while
+``trajgraph flink start`` (or ``spark start``) has a local cluster running goes to that
+cluster instead (pipelines/engines/flags.py). Any other runner's flags pass through
+untouched.
 """
 
 from __future__ import annotations
@@ -34,9 +40,12 @@ from trajgraph.core.errors import ConfigError, RunnerError, ServerError
 from trajgraph.core.jvm import Java, Log, MavenFailure, fetch_jar, find_java
 from trajgraph.core.settings import Settings
 from trajgraph.pipelines import prism
+from trajgraph.pipelines.engines import flags as cluster_flags
+from trajgraph.pipelines.engines.layout import paths as cluster_paths
 
 BEAM_GROUP = "org.apache.beam"
 FLINK_RUNNER_NAMES = frozenset({"flink", "flinkrunner"})
+SPARK_RUNNER_NAMES = frozenset({"spark", "sparkrunner"})
 PRISM_RUNNER_NAMES = frozenset({"prism", "prismrunner"})
 # Runners whose DoFns run in the launching process (unless --direct_running_mode says
 # multi_processing): the DirectRunner's names.
@@ -100,6 +109,11 @@ def is_flink(runner: str | None) -> bool:
     return _runner_name(runner) in FLINK_RUNNER_NAMES
 
 
+def is_spark(runner: str | None) -> bool:
+    """True for the names Beam resolves to its SparkRunner (any case, short or dotted)."""
+    return _runner_name(runner) in SPARK_RUNNER_NAMES
+
+
 def is_prism(runner: str | None) -> bool:
     """True for the names Beam resolves to its PrismRunner (any case, short or dotted)."""
     return _runner_name(runner) in PRISM_RUNNER_NAMES
@@ -137,6 +151,11 @@ def prism_defaults(
     if PRISM_NO_SPLIT not in _experiments(beam_args):
         extra.append(f"--experiments={PRISM_NO_SPLIT}")
     return extra
+
+
+def given_flag_names(beam_args: Sequence[str]) -> list[str]:
+    """The names of the ``--flags`` in Beam's argv (``--a=1`` and ``--a 1`` alike)."""
+    return [a[2:].split("=", 1)[0] for a in beam_args if a.startswith("--") and len(a) > 2]
 
 
 def _experiments(beam_args: Sequence[str]) -> set[str]:
@@ -185,7 +204,9 @@ def flink_defaults(flags: RunnerFlags, *, jar: str | None, java: str | None) -> 
     """
     extra: list[str] = []
     master = flags.flink_master
-    if master is None:
+    if master is None and flags.job_endpoint is None:
+        # With a job endpoint the job server's own master applies: Beam sends "[auto]",
+        # which it replaces, where "[local]" would run the job in an embedded mini-cluster.
         master = "[local]"
         extra.append(f"--flink_master={master}")
     if flags.environment_type is None and master in LOCAL_MASTERS:
@@ -216,9 +237,20 @@ def prepare_beam_args(
     flags = parse_flags(beam_args)
     if is_prism(flags.runner):
         return [*beam_args, *prism_defaults(flags, settings, beam_args)]
+    log = log or _stderr
+    if is_flink(flags.runner) or is_spark(flags.runner):
+        engine = "flink" if is_flink(flags.runner) else "spark"
+        local = cluster_flags.prepare(
+            engine,
+            cluster_paths(settings, engine),
+            given_flag_names(beam_args),
+            beam_version=BEAM_VERSION,
+            log=log,
+        )
+        if local is not None:
+            return [*beam_args, *local]
     if not is_flink(flags.runner):
         return list(beam_args)
-    log = log or _stderr
     version = flink_version(flags)
     jar: str | None = None
     java: str | None = None

@@ -59,7 +59,20 @@ def test_every_supported_python_from_the_floor_up_has_both_locks() -> None:
             assert (LOCKS / name).is_file(), f"deploy/locks/{name} missing: bash deploy/dev.sh lock"
     assert not set(LOCKS.glob("py*.txt")) - {
         LOCKS / f"py{v}{s}.txt" for v in lock_pythons() for s in ("", "-dev")
-    }, "a lock for a Python that dev.sh no longer locks"
+    } - {CLUSTER_LOCK}, "a lock for a Python that dev.sh no longer locks"
+
+
+CLUSTER_LOCK = LOCKS / "py3.11-cluster.txt"
+
+
+def test_the_cluster_lock_holds_the_job_servers_beam() -> None:
+    """.venv-cluster (dev.sh clusters) launches jobs on the local clusters and runs their SDK
+    workers: its apache-beam must be the job servers' version, the rest meet pyproject."""
+    from trajgraph.pipelines.engines.versions import BEAM
+
+    locked = resolved_for(CLUSTER_LOCK.name, "3.11")
+    assert locked["apache-beam"] == BEAM
+    assert not unmet(PROJECT["dependencies"], locked, "3.11")
 
 
 @pytest.mark.parametrize("python", lock_pythons())
