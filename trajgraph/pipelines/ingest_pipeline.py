@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from apache_beam.runners.runner import PipelineResult
 
 from trajgraph.core import settings as settings_mod
 from trajgraph.core.errors import ConfigError
-from trajgraph.pipelines import dead_letter, files, launch
+from trajgraph.pipelines import dead_letter, files, launch, runners
 from trajgraph.pipelines.adapters import FORMATS
 from trajgraph.pipelines.preflight import PipelineConfig, add_pipeline_arguments, expand_paths
 from trajgraph.pipelines.transforms import (
@@ -164,12 +165,22 @@ def run_pipeline(
 ) -> PipelineResult:
     """Build the pipeline with Beam's flags, run it and wait (launch.execute): Beam's result,
     or what a step raised."""
+    if not runners.workers_in_this_process(beam_args):
+        # Workers in other processes (a cluster's TaskManagers and executors) open the files
+        # from their own working directory: local paths go to them absolute.
+        paths = [_absolute(p) for p in paths]
+        dead_letter_prefix = _absolute(dead_letter_prefix)
+        retry_prefix = _absolute(retry_prefix) if retry_prefix else retry_prefix
     return launch.execute(
         lambda p: build_pipeline(
             p, config, paths=paths, dead_letter_prefix=dead_letter_prefix, retry_prefix=retry_prefix
         ),
         beam_args,
     )
+
+
+def _absolute(path: str) -> str:
+    return os.path.abspath(path) if files.is_local(path) else path
 
 
 def run(

@@ -157,3 +157,42 @@ def test_sizes_and_versions_are_checked() -> None:
     with pytest.raises(RunnerError, match=r"\.venv-cluster"):
         control.check_beam("2.78.0")
     control.check_beam(BEAM)
+
+
+@pytest.mark.parametrize(
+    ("beam_args", "absolute"),
+    [
+        ([], False),  # the DirectRunner: the workers share this working directory
+        (["--runner=PortableRunner", "--environment_type=PROCESS"], True),
+        (["--runner=FlinkRunner", "--environment_type=EXTERNAL"], True),
+    ],
+)
+def test_workers_elsewhere_get_local_paths_absolute(
+    monkeypatch: pytest.MonkeyPatch, beam_args: list[str], absolute: bool
+) -> None:
+    """A TaskManager's SDK worker opens the files from its own working directory: a relative
+    path given on the command line would be a dead letter there."""
+    from trajgraph.pipelines import ingest_pipeline
+
+    seen: dict[str, object] = {}
+
+    def build(_p: object, _config: object, **kw: object) -> None:
+        seen.update(kw)
+
+    monkeypatch.setattr(ingest_pipeline, "build_pipeline", build)
+    monkeypatch.setattr(ingest_pipeline.launch, "execute", lambda make, _args: make(None))
+    ingest_pipeline.run_pipeline(
+        None,  # type: ignore[arg-type]
+        beam_args,
+        paths=["logs/a.jsonl", "gs://bucket/b.jsonl"],
+        dead_letter_prefix="dl/dead-letter",
+        retry_prefix="dl/retry",
+    )
+    here = os.getcwd()
+    if absolute:
+        assert seen["paths"] == [f"{here}/logs/a.jsonl", "gs://bucket/b.jsonl"]
+        assert seen["dead_letter_prefix"] == f"{here}/dl/dead-letter"
+        assert seen["retry_prefix"] == f"{here}/dl/retry"
+    else:
+        assert seen["paths"] == ["logs/a.jsonl", "gs://bucket/b.jsonl"]
+        assert seen["dead_letter_prefix"] == "dl/dead-letter"
