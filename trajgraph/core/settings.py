@@ -27,6 +27,7 @@ T = TypeVar("T")
 
 DEFAULT_NEO4J_VERSION = "5.26.30"
 DEFAULT_NEO4J_PASSWORD = "trajgraph-local"
+DEFAULT_WRITE_RETRY_S = 30.0  # the neo4j driver's own default
 # Each on-disk cache (LLM extractions, embeddings) evicts its least recently used entries
 # beyond this size: about 1.5 million LLM windows' findings, or 600,000 vectors of 384 floats.
 DEFAULT_CACHE_MAX_MB = 1024
@@ -76,6 +77,9 @@ class Neo4jSettings:
     user: str = "neo4j"
     password: str = field(default=DEFAULT_NEO4J_PASSWORD, repr=False)  # Beam logs DoFn reprs
     database: str = "neo4j"
+    # How long the write path (ingest, stream) retries a lost Neo4j before the run fails: a
+    # restart shorter than this is ridden out. TRAJGRAPH_NEO4J_WRITE_RETRY_S.
+    write_retry_s: float = DEFAULT_WRITE_RETRY_S
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,12 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         user=uri_user or env.get("NEO4J_USER") or "neo4j",
         password=_neo4j_password(env, uri_password),
         database=env.get("NEO4J_DATABASE") or "neo4j",
+        write_retry_s=_float(env, "TRAJGRAPH_NEO4J_WRITE_RETRY_S", DEFAULT_WRITE_RETRY_S),
     )
+    if neo.write_retry_s < 0:
+        raise ConfigError(
+            f"TRAJGRAPH_NEO4J_WRITE_RETRY_S must be 0 or more, got {neo.write_retry_s:g}"
+        )
     llm = _llm(env)
     budget = _int(env, "TRAJGRAPH_TOKEN_BUDGET", 2048)
     if budget < 64:

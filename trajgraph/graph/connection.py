@@ -43,7 +43,8 @@ class DriverTimeouts:
     retry_s: float  # a managed transaction retried on transient errors and lost connections
 
 
-# The write path (ingest, stream) rides out a Neo4j restart: the driver's defaults.
+# The write path (ingest, stream) rides out a Neo4j restart: the driver's defaults (its
+# retry time is Neo4jSettings.write_retry_s, 30 s unless set).
 WRITE_TIMEOUTS = DriverTimeouts(connect_s=30.0, acquire_s=60.0, retry_s=30.0)
 # The read path answers people and agents waiting on it: a lost server is an error within
 # about a second (then 503 / exit 1), not a request hanging in retries for 30 s. The driver
@@ -130,7 +131,10 @@ def open_driver(
             auth=(neo.user, neo.password),
             connection_timeout=timeouts.connect_s,
             connection_acquisition_timeout=timeouts.acquire_s,
-            max_transaction_retry_time=timeouts.retry_s,
+            # The write path's retry time is the user's to set (Neo4jSettings.write_retry_s).
+            max_transaction_retry_time=(
+                neo.write_retry_s if timeouts is WRITE_TIMEOUTS else timeouts.retry_s
+            ),
             liveness_check_timeout=LIVENESS_CHECK_S,
             # Optional turn fields (reward, thought, ...) are absent from many graphs, and
             # the server notes every query that reads one: expected, and in a notebook the

@@ -42,6 +42,9 @@ from trajgraph.graph import local_server as ls
 from trajgraph.jobs.summary import EXIT_FAILED, EXIT_PARTIAL
 
 
+WRITE_RETRY_S = 3
+
+
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "trajgraph.cli", "ingest", *args, "--progress", "off"]
 
@@ -73,7 +76,9 @@ def _kill_mid_write(
             str(tmp / "dl"),
             "--json",
         ),
-        env=private.env(),
+        # Neo4j stays down until the test restarts it: the run's retries (30 s by default)
+        # would only make the test wait for the failure it expects.
+        env={**private.env(), "TRAJGRAPH_NEO4J_WRITE_RETRY_S": str(WRITE_RETRY_S)},
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
