@@ -358,6 +358,13 @@ cmd_demo() {
   say "Neo4j is still running; stop it with: bash deploy/dev.sh neo4j-stop"
 }
 
+# Workers for the unit tier: the cores, at most 4 (more only adds start-up).
+test_workers() {
+  local n
+  n="$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)"
+  echo $((n < 1 ? 1 : n > 4 ? 4 : n))
+}
+
 cmd_test() {
   cmd_setup dev
   # Only the tests (and `--runner PrismRunner`, which prints how to build it) use Prism: the
@@ -400,15 +407,25 @@ cmd_test() {
   # Its cache outside the clone: a fresh clone checks only what changed (mypy compares
   # hashes when the mtimes differ), a minute less of every CI run.
   MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-$HOME/.cache/trajgraph/mypy}" "$VENV/bin/mypy" || failed+=(mypy)
-  say "pytest -q"
-  local rc=0
-  "$VENV/bin/pytest" -q || rc=$?
-  if ((rc == 5)); then
-    echo "pytest collected no tests: counted as a failure" >&2
-    failed+=(pytest)
-  elif ((rc != 0)); then
-    failed+=(pytest)
-  fi
+  # Two runs: the integration tier one test at a time (its tests share the Neo4j, the LLM
+  # server and the clusters, and some of them kill what they share), then the unit tier on
+  # every core (pytest-xdist), which halves its time.
+  local tier rc
+  for tier in integration unit; do
+    say "pytest -q tests/$tier"
+    rc=0
+    if [[ "$tier" == unit ]]; then
+      "$VENV/bin/pytest" -q -n "$(test_workers)" "tests/$tier" || rc=$?
+    else
+      "$VENV/bin/pytest" -q "tests/$tier" || rc=$?
+    fi
+    if ((rc == 5)); then
+      echo "pytest collected no tests in tests/$tier: counted as a failure" >&2
+      failed+=("pytest $tier")
+    elif ((rc != 0)); then
+      failed+=("pytest $tier")
+    fi
+  done
 
   if ((${#failed[@]})); then
     die "failed: ${failed[*]}"
@@ -484,7 +501,7 @@ PY
   echo "versions other than the lock's: $changes"
   install_lock "$venv" "$resolved"
   say "unit tests on the $which versions"
-  (cd "$REPO" && "$venv/bin/pytest" -q -p no:cacheprovider tests/unit) || rc=1
+  (cd "$REPO" && "$venv/bin/pytest" -q -p no:cacheprovider -n "$(test_workers)" tests/unit) || rc=1
   if ((rc == 0)); then
     say "the demo on the $which versions"
     local started=0

@@ -25,15 +25,10 @@ from tests.integration.ingesting import Ingest
 from trajgraph.core.settings import LLMSettings, Settings, local_llm_endpoint
 from trajgraph.demo import DEMO_ID, sample_trajectory
 from trajgraph.extractors import local_llm
-from trajgraph.extractors.base import Stats, haystack, is_verbatim
+from trajgraph.extractors.base import haystack, is_verbatim
 from trajgraph.extractors.llm import LLMExtractor
-from trajgraph.extractors.llm_client import ChatClient
-from trajgraph.extractors.llm_prompt import REPLY_SCHEMA_NAME, build_request, messages
-from trajgraph.extractors.llm_reply import filter_reply, parse_reply
-from trajgraph.extractors.structured import NEGOTIATOR, salvage_truncated
+from trajgraph.extractors.structured import NEGOTIATOR
 from trajgraph.extractors.windows import build_windows
-from trajgraph.pipelines.adapters import normalize, split_records
-from trajgraph.schemas.extraction import reply_json_schema
 
 
 def _unavailable() -> str | None:
@@ -107,41 +102,6 @@ def test_the_real_model_extracts_the_demo_windows(real_llm: LLMSettings) -> None
     _check_verbatim(batch, traj)
 
 
-def test_real_replies_are_schema_valid_and_invented_names_are_rejected(
-    real_llm: LLMSettings, shared_dir: Path
-) -> None:
-    """One window of a real SWE-agent log, asked directly: the grammar-constrained reply is
-    valid against the strict schema (whole, or its complete items when the output limit cut
-    it off, as the extractor salvages it), and the filter drops exactly the names the window
-    lacks."""
-    path = shared_dir / "swe-agent/pydicom__pydicom-1458.traj"
-    (traj,) = [t for r in split_records(str(path), path.read_bytes()) for t in normalize(r)]
-    window = build_windows(traj, budget_tokens=700)[1]
-    request = build_request([window], str(traj.get("task", "")))
-    # The 135M model lists objects until the limit (it hit 384 tokens, in two minutes of a
-    # loaded CI machine, and the test skipped): a smaller limit and the salvage path instead.
-    client = ChatClient(dataclasses.replace(real_llm, max_output_tokens=160), Stats())
-    try:
-        sent = client.complete_structured(messages(request), REPLY_SCHEMA_NAME, reply_json_schema())
-    finally:
-        client.close()
-    content = sent.reply.content or ""
-    if sent.reply.finish_reason == "length":
-        salvaged = salvage_truncated(content, reply_json_schema())
-        assert salvaged is not None, f"nothing complete in a reply cut off: {content[:300]!r}"
-        content = json.dumps(salvaged)
-    parsed = parse_reply(content)  # raises if not valid against the strict schema
-    raw = [o.name for w in parsed.windows if w.turn == window.turn for o in w.objects]
-    hay = request.windows[0].hay
-    invented = [n for n in raw if not is_verbatim(n, hay)]
-    filtered = filter_reply(parsed, request.windows, [t["idx"] for t in traj["turns"]], "llm:x")
-    assert filtered.rejected_identifiers >= len(invented)
-    kept = [o.name for e in filtered.extractions.values() for o in e.objects]
-    assert all(is_verbatim(n, hay) for n in kept)
-    assert len(kept) == len(raw) - len(invented)
-    print(f"real model: {len(raw)} objects, {len(invented)} not verbatim (rejected)")
-
-
 def test_ingest_with_the_real_model_then_reingest_costs_nothing(
     real_llm: LLMSettings,
     neo4j_settings: Settings,
@@ -182,7 +142,10 @@ def test_the_router_and_reminders_answer_or_fall_back(
     real_llm: LLMSettings, neo4j_settings: Settings, ingested: Ingest
 ) -> None:
     run = ingested(sample_trajectory(), args=("--extractor", "heuristic"))
-    settings = dataclasses.replace(run.settings, llm=real_llm)
+    # The router's reply is a few tokens; a reminder cut off at 128 is a fallback the test
+    # accepts (384, the extraction tests' limit, cost a minute of a 2-core CI machine).
+    llm = dataclasses.replace(real_llm, max_output_tokens=128)
+    settings = dataclasses.replace(run.settings, llm=llm)
     from trajgraph.client import TrajGraph
 
     with TrajGraph.from_settings(settings) as tg:

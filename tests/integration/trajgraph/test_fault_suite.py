@@ -326,7 +326,8 @@ def test_neo4j_killed_mid_stream_then_the_same_command_loses_nothing(world: Worl
     argv += ["--tenant", "streamed", "--dead-letter", str(work / "dl")]
     proc = subprocess.Popen(
         [*argv, "--duration", "90"],
-        env=env,
+        # Neo4j stays down until the rerun: 30 s of retries would only delay the failure.
+        env={**env, "TRAJGRAPH_NEO4J_WRITE_RETRY_S": "3"},
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -41,7 +41,6 @@ from trajgraph.graph import digest
 from trajgraph.graph import local_server as ls
 from trajgraph.jobs.summary import EXIT_FAILED, EXIT_PARTIAL
 
-
 WRITE_RETRY_S = 3
 
 

@@ -30,10 +30,12 @@ def no_signals(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     return sent
 
 
-@pytest.mark.parametrize("pid", ["-1", "0", f"-{os.getpgrp()}", str(os.getpid())])
+# Named, not computed, in the parameters: pytest-xdist workers must collect the same ids.
+@pytest.mark.parametrize("pid", ["-1", "0", "our process group", "this process"])
 def test_stop_never_signals_what_the_pid_file_names_unless_it_is_ours(
     tmp_path: Path, pid: str, no_signals: list[tuple[int, int]]
 ) -> None:
+    pid = {"our process group": f"-{os.getpgrp()}", "this process": str(os.getpid())}.get(pid, pid)
     local = LocalLLMSettings(run_dir=tmp_path / "llm", port=8799)
     local.run_dir.mkdir()
     (local.run_dir / "server.pid").write_text(pid + "\n")
