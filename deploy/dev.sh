@@ -450,6 +450,15 @@ cmd_lock() {
       pyproject.toml deploy/locks/build.in -c "deploy/locks/py$v-dev.txt" -o "deploy/locks/py$v.txt"
     echo "deploy/locks/py$v.txt, py$v-dev.txt: $(grep -c '==' "deploy/locks/py$v-dev.txt") packages"
   done
+  # The cluster venv's lock: the runtime lock with the job servers' Beam (docs/scale-out.md).
+  local beam override
+  beam="$("$PY" -c 'from trajgraph.pipelines.engines.versions import BEAM; print(BEAM)')" \
+    || die "cannot read the job servers' Beam version (trajgraph/pipelines/engines/versions.py)"
+  override="$(mktemp)"
+  echo "apache-beam==$beam" >"$override"
+  "$uv" pip compile "${common[@]}" --universal --python-version 3.11 \
+    pyproject.toml deploy/locks/build.in --override "$override" -o "$CLUSTER_LOCK"
+  rm -f "$override"
   for v in no-deps llm-model llama-cpp-python; do
     "$uv" pip compile "${common[@]}" --no-deps "deploy/locks/$v.in" -o "deploy/locks/$v.txt"
   done
