@@ -18,7 +18,7 @@ from trajgraph.pipelines.engines.members import (
     ClusterSpec,
     Member,
     http_json,
-    job_server_ready,
+    job_server,
 )
 
 JOB_MANAGER = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
@@ -113,10 +113,10 @@ def phases(spec: ClusterSpec) -> list[list[Member]]:
         not_ready=f"answer on its REST port {spec.ports.web}",
     )
     tms = [_task_manager(spec, i) for i in range(1, spec.members + 1)]
-    server = Member(
-        role="jobserver",
-        title="Beam Flink job server",
-        command=[
+    server = job_server(
+        spec,
+        "Beam Flink job server",
+        [
             java,
             *JOB_SERVER_JVM,
             *LOG_JVM,
@@ -125,16 +125,8 @@ def phases(spec: ClusterSpec) -> list[list[Member]]:
             JOB_SERVER,
             f"--flink-master={HOST}:{spec.ports.web}",
             f"--flink-conf-dir={conf}",
-            f"--job-host={HOST}",
-            f"--job-port={spec.ports.job}",
-            f"--artifact-port={spec.ports.artifact}",
-            f"--expansion-port={spec.ports.expansion}",
-            f"--artifacts-dir={spec.paths.run_dir / 'artifacts'}",
         ],
         markers=(JOB_SERVER, f"--flink-conf-dir={conf}"),
-        port=spec.ports.job,
-        ready=job_server_ready(spec.ports),
-        not_ready=f"listen on its job port {spec.ports.job}",
     )
     return [[jm], tms, [server]]
 

@@ -114,6 +114,30 @@ def http_json(port: int, path: str) -> Any:
         return None
 
 
-def job_server_ready(ports: Ports) -> Callable[[], bool]:
-    """A Beam job server is ready once its job and artifact services listen."""
-    return lambda: port_open(ports.job) and port_open(ports.artifact)
+def job_server(
+    spec: ClusterSpec,
+    title: str,
+    head: list[str],
+    markers: tuple[str, ...],
+    env: Mapping[str, str] | None = None,
+) -> Member:
+    """A Beam job server (``head``: its JVM, class and engine flags) on the spec's job,
+    artifact and expansion ports; ready once its job and artifact services listen."""
+    ports = spec.ports
+    return Member(
+        role="jobserver",
+        title=title,
+        command=[
+            *head,
+            f"--job-host={HOST}",
+            f"--job-port={ports.job}",
+            f"--artifact-port={ports.artifact}",
+            f"--expansion-port={ports.expansion}",
+            f"--artifacts-dir={spec.paths.run_dir / 'artifacts'}",
+        ],
+        markers=markers,
+        port=ports.job,
+        ready=lambda: port_open(ports.job) and port_open(ports.artifact),
+        not_ready=f"listen on its job port {ports.job}",
+        env=dict(env or {}),
+    )

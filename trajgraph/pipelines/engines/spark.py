@@ -26,7 +26,7 @@ from trajgraph.pipelines.engines.members import (
     ClusterSpec,
     Member,
     http_json,
-    job_server_ready,
+    job_server,
 )
 from trajgraph.pipelines.engines.versions import SCALA, SPARK
 
@@ -129,10 +129,10 @@ def phases(spec: ClusterSpec) -> list[list[Member]]:
         env=env,
     )
     workers = [_worker(spec, i, base, env) for i in range(1, spec.members + 1)]
-    server = Member(
-        role="jobserver",
-        title="Beam Spark job server",
-        command=[
+    server = job_server(
+        spec,
+        "Beam Spark job server",
+        [
             java,
             "-Xmx1g",
             *JAVA_OPENS,
@@ -141,16 +141,8 @@ def phases(spec: ClusterSpec) -> list[list[Member]]:
             classpath,
             JOB_SERVER,
             f"--spark-master-url={master_url(spec)}",
-            f"--job-host={HOST}",
-            f"--job-port={spec.ports.job}",
-            f"--artifact-port={spec.ports.artifact}",
-            f"--expansion-port={spec.ports.expansion}",
-            f"--artifacts-dir={spec.paths.run_dir / 'artifacts'}",
         ],
         markers=(JOB_SERVER, f"--spark-master-url={master_url(spec)}"),
-        port=spec.ports.job,
-        ready=job_server_ready(spec.ports),
-        not_ready=f"listen on its job port {spec.ports.job}",
         env=env,
     )
     return [[master], workers, [server]]
